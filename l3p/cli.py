@@ -1,0 +1,195 @@
+"""The ``l3p`` command: train, export, serve, run, eval, demo, bench.
+
+Subcommands import their package lazily, so the server and the robot client never import torch.
+Expected failures (unknown env id, missing checkpoint, existing bundle, unreachable server) print
+one line on stderr and exit with status 2; they are never tracebacks.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EPILOG = """examples:
+  l3p train --env FetchReach-v4                     # preset config, runs/FetchReach-v4, exports a bundle
+  l3p train --env FetchPush-v4 --steps 20000 --set batch_size=512
+  l3p train --resume runs/FetchPush-v4              # continue an interrupted run exactly
+  l3p export runs/FetchPush-v4 bundles/push         # checkpoint -> ONNX bundle
+  l3p serve --bundle models/FetchPush-v4 --port 50051
+  l3p run --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 10 --video ep.mp4
+  l3p eval --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 100 --out eval.json
+  l3p demo                                          # serve the shipped model and drive Fetch episodes
+  l3p bench serve | l3p bench train
+"""
+
+
+class CliError(Exception):
+    """An expected failure: reported as one line, exit status 2."""
+
+
+def _parse_overrides(pairs: list[str]) -> dict:
+    import json
+
+    out = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise CliError(f"--set expects key=value, got {pair!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw  # bare strings such as search=hard
+    return out
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from training.config import TrainConfig, preset
+    from training.envs import UnknownEnvError
+    from training.export import BundleExistsError, export_bundle
+    from training.trainer import CheckpointError, Trainer
+
+    try:
+        if args.resume:
+            trainer = Trainer.resume(Path(args.resume), total_env_steps=args.steps)
+            print(f"resuming {args.resume} at {trainer.progress.env_steps} env steps", file=sys.stderr)
+        else:
+            if not args.env:
+                raise CliError("give --env ENV_ID (or --resume RUN_DIR)")
+            try:
+                cfg = preset(args.env)
+            except KeyError as exc:
+                raise CliError(exc.args[0]) from None
+            overrides = _parse_overrides(args.set)
+            if args.steps is not None:
+                overrides["total_env_steps"] = args.steps
+            if args.seed is not None:
+                overrides["seed"] = args.seed
+            try:
+                cfg = TrainConfig.from_dict({**cfg.to_dict(), **overrides})
+            except (TypeError, ValueError) as exc:
+                raise CliError(f"bad --set: {exc}") from None
+            run_dir = Path(args.out or f"runs/{cfg.env_id}")
+            if (run_dir / "checkpoint.pt").exists() and not args.force:
+                raise CliError(f"{run_dir} already holds a run; use --resume {run_dir} or --force to start over")
+            trainer = Trainer(cfg, run_dir)
+        trainer.train(show_progress=not args.no_progress)
+        bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"
+        export_bundle(trainer.agent, bundle_dir, trainer.provenance(), force=True)
+        print(f"bundle written to {bundle_dir}")
+        return 0
+    except (UnknownEnvError, CheckpointError, BundleExistsError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from training.export import BundleExistsError, agent_from_checkpoint, export_bundle
+    from training.trainer import CheckpointError, load_checkpoint
+
+    run_dir = Path(args.checkpoint)
+    if run_dir.is_file():
+        run_dir = run_dir.parent
+    try:
+        state = load_checkpoint(run_dir)
+        agent = agent_from_checkpoint(state)
+        p = state["progress"]
+        last = p["history"][-1] if p["history"] else {}
+        provenance = {"command": state["command"], "export_command": " ".join(["l3p", *sys.argv[1:]]),
+                      "config": state["config"],
+                      "env_steps": p["env_steps"], "optimizer_steps": agent.optimizer_steps,
+                      "wall_time_s": round(p["wall_time_s"], 1), "seed": state["config"]["seed"],
+                      "success": {"policy": last.get("success_policy"), "l3p": last.get("success_l3p")},
+                      "source_checkpoint": str(run_dir)}
+        export_bundle(agent, Path(args.out_dir), provenance, force=args.force)
+    except (CheckpointError, BundleExistsError) as exc:
+        raise CliError(str(exc)) from None
+    print(f"bundle written to {args.out_dir}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import runpy
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / {"serve": "serve_latency.py", "train": "train_throughput.py"}[args.what]
+    sys.argv = [str(script), *args.rest]
+    runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
+def _add_optional(sub, name: str, help: str, module: str, add_fn: str, run_fn: str, extra: str) -> None:
+    """A subcommand whose module needs an optional extra; without it, the command says what to install."""
+    import importlib
+
+    p = sub.add_parser(name, help=help)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        missing = exc.name or str(exc)
+
+        def unavailable(_args: argparse.Namespace) -> int:
+            raise CliError(f"needs {missing!r}: pip install 'l3p-service[{extra}]'")
+
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=unavailable)
+        return
+    getattr(mod, add_fn)(p)
+    p.set_defaults(func=getattr(mod, run_fn))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="l3p", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="L3P planning service: learn latent landmarks offline, export an ONNX bundle, "
+                    "serve a stateful graph planner over gRPC, and drive MuJoCo Fetch robots through it.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train L3P on a goal env and export a bundle",
+                       description="Train actor, distance critic, value, autoencoder and latent landmarks. "
+                                   "Writes config.json, progress.csv, learning_curve.png, checkpoints and, at the "
+                                   "end, an ONNX bundle (RUN_DIR/bundle unless --export).")
+    p.add_argument("--env", help="goal env id, e.g. FetchReach-v4, FetchPush-v4, PointMaze_UMaze-v3")
+    p.add_argument("--out", help="run directory (default runs/ENV_ID)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    p.add_argument("--steps", type=int, help="total env steps (overrides the preset; with --resume, extends the run)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override any TrainConfig field")
+    p.add_argument("--export", metavar="BUNDLE_DIR", help="where to write the final bundle")
+    p.add_argument("--force", action="store_true", help="start over even if the run directory holds a run")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("export", help="export a training checkpoint as an ONNX bundle")
+    p.add_argument("checkpoint", help="run directory (or its checkpoint.pt)")
+    p.add_argument("out_dir", help="bundle directory to create")
+    p.add_argument("--force", action="store_true", help="overwrite an existing bundle directory")
+    p.set_defaults(func=cmd_export)
+
+    _add_optional(sub, "serve", "serve a bundle over gRPC (stateful L3P planner)",
+                  "serving.server", "add_serve_arguments", "run_serve", "serve")
+    _add_optional(sub, "run", "drive MuJoCo Fetch episodes through a planner server",
+                  "clients.runner", "add_run_arguments", "run_run", "sim")
+    _add_optional(sub, "eval", "compare planner modes on the same episodes (table + JSON)",
+                  "clients.evaluate", "add_eval_arguments", "run_eval", "sim")
+    _add_optional(sub, "demo", "serve the shipped default model and drive Fetch episodes through it",
+                  "clients.demo", "add_demo_arguments", "run_demo", "serve,sim")
+
+    p = sub.add_parser("bench", help="run a benchmark (serve latency or training throughput)")
+    p.add_argument("what", choices=["serve", "train"])
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to the benchmark script")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"l3p {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"l3p {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+"""L3P planning core: the landmark graph, its search, and the per-episode state machine.
+
+Pure numpy, shared by the torch trainer and the onnxruntime server (they pass in their
+own callables). Paper: "World Model as a Graph: Learning Latent Landmarks for Planning"
+(Zhang et al., ICML 2021); API: docs/planner_api.md.
+
+Distances are positive step counts and ``np.inf`` means "no edge / unreachable".
+Graph nodes are the N landmarks (0..N-1) followed by the episode goal (index N);
+subgoal index -1 means "the final goal".
+
+1. Graph (once per episode): edge i -> j weighs V(l_i, node_j), clamped at >= 0. Nothing
+   leaves the goal. Edges longer than ``d_max`` are cut; with ``adaptive_cut`` each node
+   keeps its single nearest incoming edge so the graph stays connected.
+2. Search (once per episode): all-pairs shortest paths, either exact Floyd-Warshall
+   (``hard``) or the paper's soft relaxation (``soft``, see `shortest_paths_soft`).
+   The goal column gives d_cg, every node's distance to the goal.
+3. Online (Algorithm 1, every observation): while the counter is >= 1, count down and keep
+   the subgoal. Otherwise re-plan: one batched distance_fn call gives d_sc (state ->
+   candidate) for every landmark and the goal; pick argmin of d_sc + d_cg (or sample from
+   softmax(-(d_sc + d_cg) / temperature)) excluding cut landmarks (d_sc > d_max) and the
+   subgoal being replaced, then commit for
+   ``counter = min(round(d_sc[pick]) + counter_extra, ceil(d_max))`` steps (0 when
+   nothing is reachable and the goal is pursued with a non-finite estimate).
+   Mode ``naive`` re-plans every step (no counter, exclusion or local-horizon shortcut);
+   mode ``policy`` skips planning: action = pi(obs, goal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+DistanceFn = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""(obs [K, obs_dim], goals [K, goal_dim]) -> (D(s, pi(s,g), g) [K], pi(s,g) [K, action_dim])"""
+PolicyFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""(obs [K, obs_dim], goals [K, goal_dim]) -> actions [K, action_dim]"""
+ValueFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""(goal_a [M, goal_dim], goal_b [M, goal_dim]) -> V(a -> b) [M] steps"""
+
+MODES = ("l3p", "naive", "policy")
+SEARCHES = ("soft", "hard")
+
+GOAL = -1  # subgoal index of the final goal
+
+# The soft search materializes [rows, n, n] candidate tensors; rows are processed in blocks
+# so memory stays bounded (~8 MB per float64 temporary) whatever the landmark count.
+_SOFT_BLOCK_ELEMENTS = 1 << 20
+_FINITE_STAND_IN = 1e300  # replaces inf candidates (which carry weight 0) in the soft sum
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    mode: str = "l3p"
+    d_max: float = 15.0  # edges / local distances longer than this are cut
+    temperature: float = 1.1  # beta of the soft search and of subgoal sampling
+    search: str = "soft"
+    search_iterations: int = 20
+    local_horizon: float = 10.0  # goal within this many steps (by D): go straight for it
+    counter_extra: int = 1  # added to the counter at each re-plan (reference code)
+    sample_subgoal: bool = False  # sample from softmax(-d/temperature) instead of argmin
+    adaptive_cut: bool = True  # a node keeps its nearest incoming edge even beyond d_max
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field and its allowed range."""
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.search not in SEARCHES:
+            raise ValueError(f"search must be one of {SEARCHES}, got {self.search!r}")
+        for name in ("d_max", "temperature"):
+            value = getattr(self, name)
+            if not (_is_real(value) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if not (_is_int(self.search_iterations) and 1 <= self.search_iterations <= 1000):
+            raise ValueError(
+                f"search_iterations must be an integer in [1, 1000], got {self.search_iterations!r}"
+            )
+        lh = self.local_horizon
+        if not (_is_real(lh) and math.isfinite(lh) and lh >= 0):
+            raise ValueError(f"local_horizon must be a finite number >= 0, got {lh!r}")
+        if not (_is_int(self.counter_extra) and self.counter_extra >= 0):
+            raise ValueError(f"counter_extra must be an integer >= 0, got {self.counter_extra!r}")
+        for name in ("sample_subgoal", "adaptive_cut"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+
+    def replace(self, **overrides: object) -> "PlannerConfig":
+        """A validated copy with `overrides` applied (unknown names raise TypeError)."""
+        config = dataclasses.replace(self, **overrides)
+        config.validate()
+        return config
+
+    @property
+    def counter_cap(self) -> int:
+        """Upper bound of the re-plan counter: ceil(d_max)."""
+        return math.ceil(self.d_max)
+
+
+# --------------------------------------------------------------------------- graph
+
+
+def _as_nodes(landmarks: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """[N+1, goal_dim] float32 (landmarks then goal), the layout every callable receives."""
+    goal = np.asarray(goal, dtype=np.float32)
+    if goal.ndim != 1 or goal.size == 0:
+        raise ValueError(f"goal must be a non-empty 1-d array, got shape {goal.shape}")
+    landmarks = np.asarray(landmarks, dtype=np.float32)
+    if landmarks.size == 0:
+        landmarks = landmarks.reshape(0, goal.size)  # zero landmarks: just pursue the goal
+    if landmarks.ndim != 2 or landmarks.shape[1] != goal.size:
+        raise ValueError(
+            f"landmarks must have shape [N, {goal.size}] to match the goal, got {landmarks.shape}"
+        )
+    return np.concatenate([landmarks, goal[None]], axis=0)
+
+
+def pairwise_graph(
+    landmarks: np.ndarray,
+    goal: np.ndarray,
+    value_fn: ValueFn,
+    d_max: float,
+    adaptive_cut: bool,
+) -> np.ndarray:
+    """Edge weights [N+1, N+1]: w[i, j] = V(l_i, node_j) >= 0, inf = no edge.
+
+    One batched value_fn call over all N x (N+1) (landmark, node) pairs; skipped when N = 0.
+    The diagonal is 0 and the goal row (index N) is inf elsewhere: the episode ends there.
+    NaN values count as "no edge".
+    """
+    nodes = _as_nodes(landmarks, goal)
+    n = nodes.shape[0] - 1
+    w = np.full((n + 1, n + 1), np.inf)
+    if n > 0:
+        src = np.repeat(nodes[:n], n + 1, axis=0)  # pair (i, j) at row i * (n+1) + j
+        dst = np.tile(nodes, (n, 1))
+        values = np.asarray(value_fn(src, dst), dtype=np.float64).reshape(-1)
+        if values.size != n * (n + 1):
+            raise ValueError(f"value_fn returned {values.size} values for {n * (n + 1)} pairs")
+        # A network can predict slightly negative steps; a negative edge would break the search.
+        uncut = np.maximum(np.where(np.isnan(values), np.inf, values), 0.0).reshape(n, n + 1)
+        np.fill_diagonal(uncut, np.inf)  # self-loops are not edges (diag set to 0 below)
+        w[:n] = np.where(uncut <= d_max, uncut, np.inf)
+        if adaptive_cut:
+            # Every node (goal included) keeps its nearest incoming edge, so no node is
+            # isolated just because all its neighbours are slightly beyond d_max.
+            nearest = np.argmin(uncut, axis=0)  # [n+1] source landmark per destination
+            cols = np.arange(n + 1)
+            w[nearest, cols] = uncut[nearest, cols]  # stays inf if the column had no edge
+    np.fill_diagonal(w, 0.0)
+    return w
+
+
+# -------------------------------------------------------------------------- search
+
+
+def _check_weights(w: np.ndarray) -> np.ndarray:
+    """Float64 copy with diagonal 0; rejects non-square, NaN or negative weights."""
+    d = np.array(w, dtype=np.float64)
+    if d.ndim != 2 or d.shape[0] != d.shape[1]:
+        raise ValueError(f"weights must be a square matrix, got shape {d.shape}")
+    if np.isnan(d).any() or (d < 0).any():
+        raise ValueError("weights must be >= 0 (inf for no edge), found NaN or negative entries")
+    np.fill_diagonal(d, 0.0)  # a node is 0 steps from itself
+    return d
+
+
+def shortest_paths_hard(w: np.ndarray) -> np.ndarray:
+    """Exact all-pairs shortest paths (Floyd-Warshall in the min-plus semiring).
+
+    w: [n, n] non-negative edge weights, inf = no edge. Returns [n, n], inf = unreachable.
+    The diagonal is 0.
+    """
+    d = _check_weights(w)
+    for k in range(d.shape[0]):  # the loop over k is inherent; each step is one numpy op
+        np.minimum(d, d[:, k, None] + d[None, k, :], out=d)
+    return d
+
+
+def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int) -> np.ndarray:
+    """The paper's soft relaxation, made safe. Returns [n, n] like `shortest_paths_hard`.
+
+    Each iteration updates every pair from the previous matrix (Jacobi style):
+
+        c_ijk = w_ik + w_kj                                  (k over all nodes)
+        E_ij  = sum_k softmax_k(-c_ijk / temperature) * c_ijk  (the paper's expectation)
+        w_ij <- min(w_ij, E_ij),   w_ii <- 0
+
+    Fixes to the update as written in the paper / reference code:
+    - the diagonal is held at 0 (unpinned, it drifts to -500 steps on an 80-node graph);
+    - inf-safe: inf candidates get zero weight, and a pair with only inf candidates stays
+      inf (no NaN), so the result is finite exactly where a path exists (given
+      2**iterations >= n - 1, every path length is covered);
+    - `min(w_ij, E_ij)`: the expectation is a soft *max*-leaning average and can exceed the
+      current value; the guard makes every iteration monotone (never worse).
+
+    Tolerance. Each E_ij averages path lengths >= the exact distance, so the result is
+    never shorter than exact (up to float rounding). Each update exceeds the best
+    candidate by at most temperature * ln(n) (the softmax entropy), so a pair whose
+    shortest path has h edges ends at most (h - 1) * temperature * ln(n) above exact once
+    2**iterations >= h. temperature -> 0 is min-plus squaring: exact after log2(n)
+    iterations. Measured at temperature 1.1, 20 iterations, on the 80-landmark random
+    2-d graph of tests/test_planner.py (paths up to 150 steps): node -> goal at most
+    1.42 steps above exact (all pairs: max 1.55, mean 0.37, <= 3.2 % relative); the
+    update as written (no pin, no guard) drifts the diagonal to 85 steps and is 12 steps
+    pessimistic on node -> goal on average there.
+    """
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if not (_is_int(iterations) and iterations >= 1):
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    d = _check_weights(w)
+    n = d.shape[0]
+    block = max(1, _SOFT_BLOCK_ELEMENTS // (n * n))
+    # Two [block, n, n] scratch tensors reused by every block and iteration: fresh
+    # multi-MB allocations (page faults) would otherwise cost as much as the math.
+    cand_buf = np.empty((min(block, n), n, n))
+    weight_buf = np.empty_like(cand_buf)
+    for _ in range(iterations):
+        new = np.empty_like(d)
+        for start in range(0, n, block):
+            rows = slice(start, min(start + block, n))
+            size = rows.stop - rows.start
+            expectation = _soft_expectation(
+                d, rows, temperature, cand_buf[:size], weight_buf[:size]
+            )
+            np.minimum(d[rows], expectation, out=new[rows])
+        np.fill_diagonal(new, 0.0)
+        d = new
+    return d
+
+
+def _soft_expectation(
+    d: np.ndarray, rows: slice, temperature: float, cand: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
+    """E_ij for i in `rows`: the softmin-weighted mean of c_ijk = d_ik + d_kj over k.
+
+    cand / weights: scratch tensors of shape [rows, n, n], overwritten.
+    """
+    np.add(d[rows, :, None], d[None, :, :], out=cand)  # cand[i, k, j] = d_ik + d_kj
+    finite = cand < np.inf
+    best = cand.min(axis=1)  # [rows, j]; inf where no finite candidate
+    reachable = best < np.inf
+    # Softmax shifted by the best candidate for stability. Exponents are floored at -600 so
+    # np.exp never underflows (its underflow path is ~10x slower); inf candidates are then
+    # zeroed exactly by the mask, and clamped to a finite stand-in so 0 * inf is not NaN.
+    np.subtract(np.where(reachable, best, 0.0)[:, None, :], cand, out=weights)
+    weights /= temperature
+    np.maximum(weights, -600.0, out=weights)
+    np.exp(weights, out=weights)
+    weights *= finite
+    np.minimum(cand, _FINITE_STAND_IN, out=cand)
+    num = np.einsum("ikj,ikj->ij", weights, cand)
+    den = weights.sum(axis=1)  # >= 1 where reachable: the best candidate has weight 1
+    return np.where(reachable, num / np.where(reachable, den, 1.0), np.inf)
+
+
+def distances_to_goal(
+    landmarks: np.ndarray, goal: np.ndarray, value_fn: ValueFn, config: PlannerConfig
+) -> np.ndarray:
+    """d_cg [N+1]: solved distance from each landmark (then the goal itself, 0) to the goal."""
+    w = pairwise_graph(landmarks, goal, value_fn, config.d_max, config.adaptive_cut)
+    if config.search == "hard":
+        d = shortest_paths_hard(w)
+    else:
+        d = shortest_paths_soft(w, config.temperature, config.search_iterations)
+    return d[:, -1].copy()
+
+
+# ---------------------------------------------------------------- episode planner
+
+
+@dataclass
+class StepResult:
+    action: np.ndarray  # [action_dim]
+    subgoal: np.ndarray  # [goal_dim] the goal pursued this step (read-only)
+    subgoal_index: int  # landmark index, or -1 for the final goal
+    replanned: bool  # this step ran the re-plan of Algorithm 1
+    counter: int  # steps left before the next re-plan
+    estimated_distance: float  # D(obs, subgoal) in steps on re-plan steps, else 0.0
+
+
+class EpisodePlanner:
+    """Per-episode planning state (Algorithm 1). Not thread-safe: one per session.
+
+    The graph is solved once here; `step` then costs one batched distance_fn call on
+    re-plan steps and one batch-1 policy_fn call otherwise. Callables receive float32
+    C-contiguous arrays owned by the planner and must not keep references to them.
+    """
+
+    def __init__(
+        self,
+        landmarks: np.ndarray,
+        goal: np.ndarray,
+        value_fn: ValueFn,
+        config: PlannerConfig,
+        seed: int | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self._nodes = _as_nodes(landmarks, goal)
+        self._nodes.flags.writeable = False  # subgoals are returned as views of it
+        self._n = self._nodes.shape[0] - 1
+        self._d_cg = distances_to_goal(self._nodes[:-1], self._nodes[-1], value_fn, config)
+        self._d_cg.flags.writeable = False
+        self.landmark_to_goal: np.ndarray = self._d_cg[:-1]  # [N], inf where unreachable
+        self._rng = np.random.default_rng(seed)
+        self.step_count: int = 0
+        self.replans: int = 0
+        self._counter = 0
+        self._subgoal = GOAL  # the goal until the first re-plan picks something else
+        self._obs = np.empty((0, 0), np.float32)  # [N+1, obs_dim] batch, sized on first step
+        self._d_sc = np.empty(self._n + 1)  # scratch: state -> candidate distances
+        self._total = np.empty(self._n + 1)  # scratch: d_sc + d_cg
+
+    @property
+    def n_landmarks(self) -> int:
+        return self._n
+
+    def step(self, obs: np.ndarray, distance_fn: DistanceFn, policy_fn: PolicyFn) -> StepResult:
+        """One observation [obs_dim] in, one action out."""
+        self._load_obs(obs)
+        # State changes only after the callables succeed, so a failed step can be retried.
+        mode = self.config.mode
+        if mode == "policy":
+            result = self._pursue(GOAL, 0, policy_fn)
+        elif mode == "l3p" and self._counter >= 1:
+            result = self._pursue(self._subgoal, self._counter - 1, policy_fn)
+            self._counter -= 1
+        else:
+            result = self._replan(distance_fn)
+        self.step_count += 1
+        return result
+
+    # -- internals
+
+    def _load_obs(self, obs: np.ndarray) -> None:
+        obs = np.asarray(obs)
+        if obs.ndim != 1 or obs.size == 0:
+            raise ValueError(f"obs must be a non-empty 1-d array, got shape {obs.shape}")
+        if self._obs.shape[1] != obs.size:
+            if self._obs.shape[1] > 0:
+                raise ValueError(f"obs has {obs.size} dims, earlier steps had {self._obs.shape[1]}")
+            self._obs = np.empty((self._n + 1, obs.size), np.float32)  # first step
+        self._obs[0] = obs  # the other rows are filled only when re-planning needs them
+
+    def _row(self, index: int) -> int:
+        return self._n if index == GOAL else index
+
+    def _pursue(self, index: int, counter: int, policy_fn: PolicyFn) -> StepResult:
+        row = self._row(index)
+        actions = np.asarray(policy_fn(self._obs[:1], self._nodes[row : row + 1]))
+        if actions.ndim != 2 or actions.shape[0] != 1:
+            raise ValueError(f"policy_fn must return [1, action_dim], got shape {actions.shape}")
+        return StepResult(actions[0], self._nodes[row], index, False, counter, 0.0)
+
+    def _replan(self, distance_fn: DistanceFn) -> StepResult:
+        cfg, n = self.config, self._n
+        self._obs[1:] = self._obs[0]
+        raw_d, actions = distance_fn(self._obs, self._nodes)
+        raw_d, actions = np.asarray(raw_d), np.asarray(actions)
+        if raw_d.size != n + 1 or actions.ndim != 2 or actions.shape[0] != n + 1:
+            raise ValueError(
+                f"distance_fn must return ([{n + 1}], [{n + 1}, action_dim]), "
+                f"got {raw_d.shape} and {actions.shape}"
+            )
+        d_sc = self._d_sc
+        np.copyto(d_sc, raw_d.reshape(-1))
+        # NaN would win argmin and negative steps mean nothing: treat as unreachable / 0.
+        np.copyto(d_sc, np.inf, where=np.isnan(d_sc))
+        np.maximum(d_sc, 0.0, out=d_sc)
+        l3p = cfg.mode == "l3p"
+
+        if l3p and d_sc[n] <= cfg.local_horizon:
+            row = n  # the goal is close: go straight for it
+        else:
+            total = np.add(d_sc, self._d_cg, out=self._total)
+            np.copyto(total[:n], np.inf, where=d_sc[:n] > cfg.d_max)  # unreliable local D
+            if l3p and self._subgoal != GOAL:
+                total[self._subgoal] = np.inf  # never re-pick the subgoal being replaced
+            row = self._choose(total)
+
+        self.replans += 1
+        index = GOAL if row == n else row
+        d_pick = float(d_sc[row])
+        if l3p:
+            # "How many steps it thinks it needs", capped so a bad estimate cannot lock the
+            # agent on one node; a non-finite estimate (fallback to the goal) commits to nothing.
+            steps = round(d_pick) + cfg.counter_extra if math.isfinite(d_pick) else 0
+            self._counter = min(steps, cfg.counter_cap)
+            self._subgoal = index
+        return StepResult(actions[row], self._nodes[row], index, True, self._counter, d_pick)
+
+    def _choose(self, total: np.ndarray) -> int:
+        """Row of the pick: argmin, or a softmax(-total / temperature) sample; goal if all inf."""
+        best = int(np.argmin(total))
+        if not math.isfinite(total[best]):
+            return self._n  # nothing reachable: pursue the goal directly
+        if not self.config.sample_subgoal:
+            return best
+        # Inverse-CDF sampling; inf entries get weight exp(-inf) = 0 and are never drawn.
+        weights = np.exp((total[best] - total) / self.config.temperature)
+        cdf = np.cumsum(weights)
+        row = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
+        return row if row < total.size and weights[row] > 0 else best

@@ -1,0 +1,159 @@
+"""Training runs end to end: exact resume, export parity, the CLI's errors, real short runs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from training.config import preset
+from training.export import BundleExistsError, export_bundle, sha256
+from training.trainer import CheckpointError, Trainer, load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A deliberately tiny FetchReach config: a few seconds per run, every stage (warm-up, updates,
+# clusters, planning episodes, evaluation with the planner) exercised.
+TINY = dict(n_envs=2, warmup_episodes=2, updates_per_cycle=4, batch_size=32, hidden=32, layers=2,
+            ae_hidden=16, n_landmarks=6, gls_sample=60, cluster_batch=20, extra_landmarks=3,
+            planning_start_episodes=4, eval_every_cycles=2, eval_episodes=2, checkpoint_every_cycles=2,
+            buffer_episodes=50, search="hard", torch_threads=1)
+
+
+def tiny_cfg(steps_cycles: int, **kw):
+    return preset("FetchReach-v4").replace(**{**TINY, **kw}, total_env_steps=steps_cycles * 2 * 50)
+
+
+def params(trainer: Trainer) -> dict[str, np.ndarray]:
+    return {f"{name}.{k}": v.detach().clone().numpy() for name, m in trainer.agent.modules().items()
+            for k, v in m.state_dict().items()}
+
+
+def test_resume_continues_exactly(tmp_path):
+    straight = Trainer(tiny_cfg(8), tmp_path / "straight")
+    straight.train(show_progress=False)
+
+    first = Trainer(tiny_cfg(4), tmp_path / "split")
+    first.train(show_progress=False)
+    del first  # an interrupted run: only what is on disk survives
+    resumed = Trainer.resume(tmp_path / "split", total_env_steps=8 * 100)
+    assert resumed.progress.env_steps == 400 and resumed.replay.episodes_seen == 8
+    resumed.train(show_progress=False)
+
+    a, b = params(straight), params(resumed)
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    assert straight.agent.optimizer_steps == resumed.agent.optimizer_steps > 0
+    assert straight.agent.clusters_ready and resumed.agent.clusters_ready
+    np.testing.assert_array_equal(straight.replay.obs[:16], resumed.replay.obs[:16])
+    assert straight.rng.bit_generator.state == resumed.rng.bit_generator.state
+    hist = [r["env_steps"] for r in resumed.progress.history]
+    assert hist == [200, 400, 600, 800]
+    assert (tmp_path / "split" / "learning_curve.png").stat().st_size > 1000
+    assert (tmp_path / "split" / "progress.csv").read_text().count("\n") == 5
+
+
+def test_missing_and_corrupt_checkpoints_are_clear_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        load_checkpoint(tmp_path)
+    (tmp_path / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="unreadable"):
+        load_checkpoint(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    trainer = Trainer(tiny_cfg(4), tmp_path_factory.mktemp("run"))
+    trainer.train(show_progress=False)
+    return trainer
+
+
+@pytest.mark.parametrize("batch", [1, 81])
+def test_export_parity(trained, tmp_path, batch):
+    bundle = export_bundle(trained.agent, tmp_path / "b", trained.provenance())
+    agent, rng = trained.agent, np.random.default_rng(batch)
+    obs = (agent.o_norm.mean.numpy() + 3 * agent.o_norm.std.numpy() * rng.standard_normal((batch, 10))).astype(np.float32)
+    goal = (agent.g_norm.mean.numpy() + 3 * agent.g_norm.std.numpy() * rng.standard_normal((batch, 3))).astype(np.float32)
+    sess = lambda n: ort.InferenceSession(str(bundle / f"{n}.onnx"), providers=["CPUExecutionProvider"])  # noqa: E731
+    with torch.no_grad():
+        a_t = agent.actor(torch.tensor(obs), torch.tensor(goal)).numpy()
+        d_t = agent.critic(torch.tensor(obs), torch.tensor(goal), torch.tensor(a_t)).numpy()
+        v_t = agent.value(torch.tensor(goal), torch.tensor(goal[::-1].copy())).numpy()
+    (a_o,) = sess("actor").run(None, {"obs": obs, "goal": goal})
+    d_o, a_o2 = sess("distance").run(None, {"obs": obs, "goal": goal})
+    (v_o,) = sess("value").run(None, {"goal_a": goal, "goal_b": goal[::-1].copy()})
+    (lm,) = sess("landmarks").run(None, {})
+    assert a_o.shape == (batch, 4) and d_o.shape == (batch,) and v_o.shape == (batch,)
+    np.testing.assert_allclose(a_o, a_t, atol=1e-4)
+    np.testing.assert_allclose(a_o2, a_t, atol=1e-4)
+    np.testing.assert_allclose(d_o, d_t, atol=1e-4)
+    np.testing.assert_allclose(v_o, v_t, atol=1e-4)
+    np.testing.assert_allclose(lm, agent.landmarks(), atol=1e-6)
+    assert lm.shape == (6, 3)
+
+
+def test_manifest_contract(trained, tmp_path):
+    bundle = export_bundle(trained.agent, tmp_path / "b", trained.provenance())
+    m = json.loads((bundle / "manifest.json").read_text())
+    assert m["format"] == "l3p-bundle" and m["format_version"] == 1 and m["env_id"] == "FetchReach-v4"
+    assert m["dims"] == {"obs": 10, "goal": 3, "action": 4} and m["n_landmarks"] == 6
+    assert m["gamma"] == 0.98 and m["planner"]["search"] == "hard" and m["planner"]["d_max"] == 15.0
+    for name, entry in m["files"].items():
+        assert sha256(bundle / entry["path"]) == entry["sha256"], name
+    prov = m["provenance"]
+    assert prov["env_steps"] == 400 and prov["seed"] == 0 and prov["optimizer_steps"] > 0
+    assert prov["config"]["n_landmarks"] == 6 and "policy" in prov["success"] and prov["wall_time_s"] > 0
+    with pytest.raises(BundleExistsError, match="--force"):
+        export_bundle(trained.agent, bundle, trained.provenance())
+
+
+def l3p(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "l3p.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
+                                            "PYTHONPATH": str(ROOT)})
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    r = l3p("train", "--env", "FetchTeleport-v4", cwd=tmp_path)
+    assert r.returncode == 2 and "unknown env id 'FetchTeleport-v4'" in r.stderr and "Traceback" not in r.stderr
+    r = l3p("export", str(tmp_path / "nowhere"), str(tmp_path / "out"), cwd=tmp_path)
+    assert r.returncode == 2 and "no checkpoint" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "checkpoint.pt").write_bytes(b"\x00garbage")
+    r = l3p("export", str(tmp_path / "bad"), str(tmp_path / "out"), cwd=tmp_path)
+    assert r.returncode == 2 and "corrupt" in r.stderr and "Traceback" not in r.stderr
+    r = l3p("train", "--env", "FetchReach-v4", "--set", "not_a_field=1", cwd=tmp_path)
+    assert r.returncode == 2 and "not_a_field" in r.stderr
+
+
+def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in TINY.items()]
+    r = l3p("train", "--env", "FetchPush-v4", "--steps", "400", "--out", "run", "--no-progress", *sets, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "run" / "checkpoint.pt").is_file() and (tmp_path / "run" / "replay.npz").is_file()
+    m = json.loads((tmp_path / "run" / "bundle" / "manifest.json").read_text())
+    assert m["env_id"] == "FetchPush-v4" and m["dims"]["obs"] == 25 and m["provenance"]["env_steps"] == 400
+    assert m["provenance"]["command"].startswith("l3p train --env FetchPush-v4")
+    r = l3p("export", "run", "b2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "b2" / "manifest.json").read_text())["provenance"]["env_steps"] == 400
+    r = l3p("export", "run", "b2", cwd=tmp_path)
+    assert r.returncode == 2 and "already exists" in r.stderr and "--force" in r.stderr
+    r = l3p("train", "--env", "FetchPush-v4", "--out", "run", cwd=tmp_path)
+    assert r.returncode == 2 and "--resume" in r.stderr
+
+
+def test_fetch_reach_preset_reaches_success_with_the_planner(tmp_path):
+    """The FetchReach preset (shortened to 6 k steps) solves the task with the planner in the loop."""
+    cfg = preset("FetchReach-v4").replace(total_env_steps=6_000, eval_episodes=20)
+    trainer = Trainer(cfg, tmp_path)
+    trainer.train(show_progress=False)
+    last = trainer.progress.history[-1]
+    assert trainer.agent.clusters_ready
+    assert last["success_l3p"] >= 0.9 and last["success_policy"] >= 0.9

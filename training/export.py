@@ -1,0 +1,176 @@
+"""Export trained networks and landmarks as a self-contained ONNX model bundle (docs/bundle.md).
+
+Normalization and clipping are part of every graph, so serving feeds raw observations and goals.
+After writing, the bundle is checked: each graph is run by onnxruntime on random inputs and must
+match the torch networks within 1e-4.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from onnx import helper, numpy_helper
+
+from training.agent import L3PAgent
+from training.config import TrainConfig, preset
+from training.envs import VecGoalEnv, env_spec, make_env
+from training.networks import DistanceWithPolicy
+
+FORMAT, FORMAT_VERSION = "l3p-bundle", 1
+OPSET = 17
+PARITY_ATOL = 1e-4
+
+
+class BundleExistsError(FileExistsError):
+    """The output directory exists and ``force`` was not given."""
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _export_graph(module: torch.nn.Module, args: tuple, inputs: list[str], outputs: list[str], path: Path) -> None:
+    dynamic = {name: {0: "batch"} for name in inputs + outputs}
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        # The TorchScript exporter is deprecated but needs no onnxscript and handles these MLPs exactly.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), args, buf, input_names=inputs, output_names=outputs,
+                          dynamic_axes=dynamic, opset_version=OPSET, dynamo=False)
+    path.write_bytes(buf.getvalue())
+
+
+def _landmarks_graph(landmarks: np.ndarray, path: Path) -> None:
+    """An input-less graph whose only output is the landmark matrix (stored as an initializer)."""
+    init = numpy_helper.from_array(landmarks.astype(np.float32), name="landmarks_value")
+    out = helper.make_tensor_value_info("landmarks", onnx.TensorProto.FLOAT, list(landmarks.shape))
+    graph = helper.make_graph([helper.make_node("Identity", ["landmarks_value"], ["landmarks"])],
+                              "landmarks", inputs=[], outputs=[out], initializer=[init])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="l3p",
+                              ir_version=8)  # onnxruntime reads IR <= 13; opset 17 needs only 8
+    onnx.checker.check_model(model)
+    path.write_bytes(model.SerializeToString())
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool = False) -> Path:
+    cfg, spec = agent.cfg, agent.spec
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        if not force:
+            raise BundleExistsError(f"{out_dir} already exists; pass --force to overwrite it")
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+
+    obs = torch.zeros(1, spec.obs_dim)
+    goal = torch.zeros(1, spec.goal_dim)
+    pi_d = DistanceWithPolicy(agent.actor, agent.critic)
+    _export_graph(agent.actor, (obs, goal), ["obs", "goal"], ["action"], out_dir / "actor.onnx")
+    _export_graph(pi_d, (obs, goal), ["obs", "goal"], ["distance", "action"], out_dir / "distance.onnx")
+    _export_graph(agent.value, (goal, goal), ["goal_a", "goal_b"], ["value"], out_dir / "value.onnx")
+    landmarks = agent.landmarks()
+    _landmarks_graph(landmarks, out_dir / "landmarks.onnx")
+
+    names = ("actor", "distance", "value", "landmarks")
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "env_id": spec.env_id,
+        "dims": {"obs": spec.obs_dim, "goal": spec.goal_dim, "action": spec.action_dim},
+        "action_low": list(spec.action_low), "action_high": list(spec.action_high),
+        "gamma": cfg.gamma, "n_landmarks": int(landmarks.shape[0]),
+        "planner": {"mode": "l3p", "d_max": cfg.d_max, "temperature": cfg.temperature, "search": cfg.search,
+                    "search_iterations": cfg.search_iterations, "local_horizon": cfg.local_horizon,
+                    "counter_extra": cfg.counter_extra, "sample_subgoal": False, "adaptive_cut": True},
+        "files": {n: {"path": f"{n}.onnx", "sha256": sha256(out_dir / f"{n}.onnx")} for n in names},
+        "provenance": {**provenance, "code_version": code_version(),
+                       "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False, default=_json_default))
+    check_parity(agent, out_dir)
+    return out_dir
+
+
+def _json_default(x):
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    raise TypeError(f"not JSON serializable: {type(x).__name__}")
+
+
+def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (1, 81), seed: int = 0) -> float:
+    """Largest |onnxruntime − torch| over every graph on random raw inputs; raises above PARITY_ATOL."""
+    rng = np.random.default_rng(seed)
+    spec = agent.spec
+    worst = 0.0
+    sess = {n: ort.InferenceSession(str(Path(bundle) / f"{n}.onnx"), providers=["CPUExecutionProvider"])
+            for n in ("actor", "distance", "value", "landmarks")}
+    o_mean, o_std = agent.o_norm.mean.numpy(), agent.o_norm.std.numpy()
+    g_mean, g_std = agent.g_norm.mean.numpy(), agent.g_norm.std.numpy()
+    for b in batch_sizes:
+        obs = (o_mean + 2 * o_std * rng.standard_normal((b, spec.obs_dim))).astype(np.float32)
+        goal = (g_mean + 2 * g_std * rng.standard_normal((b, spec.goal_dim))).astype(np.float32)
+        goal_b = (g_mean + 2 * g_std * rng.standard_normal((b, spec.goal_dim))).astype(np.float32)
+        d_t, a_t = agent.distance_fn(obs, goal)
+        (a_o,) = sess["actor"].run(None, {"obs": obs, "goal": goal})
+        d_o, a_o2 = sess["distance"].run(None, {"obs": obs, "goal": goal})
+        (v_o,) = sess["value"].run(None, {"goal_a": goal, "goal_b": goal_b})
+        pairs = [(a_t, a_o), (a_t, a_o2), (d_t, d_o), (agent.value_fn(goal, goal_b), v_o)]
+        worst = max([worst] + [float(np.max(np.abs(t - o))) for t, o in pairs])
+    (lm,) = sess["landmarks"].run(None, {})
+    worst = max(worst, float(np.max(np.abs(lm - agent.landmarks()))) if lm.size else 0.0)
+    if worst > PARITY_ATOL:
+        raise RuntimeError(f"exported graphs differ from torch by {worst:.2e} (> {PARITY_ATOL})")
+    return worst
+
+
+def agent_from_checkpoint(state: dict) -> L3PAgent:
+    cfg = TrainConfig.from_dict(state["config"])
+    env = make_env(cfg.env_id)
+    spec = env_spec(env)
+    env.close()
+    agent = L3PAgent(cfg, spec)
+    agent.load_state_dict(state["agent"])
+    return agent
+
+
+def export_untrained_bundle(out_dir: Path, env_id: str = "FetchReach-v4", n_landmarks: int = 16, seed: int = 0) -> Path:
+    """A valid bundle from untrained networks, for tests and benchmarks of serving.
+
+    Normalizer statistics come from a few random-action episodes of the real env, and the landmarks
+    are GLS-spread achieved goals of those episodes, so inputs and nodes are in the env's ranges."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    cfg = preset(env_id).replace(n_landmarks=n_landmarks, seed=seed)
+    env = VecGoalEnv(env_id, 2)
+    spec = env.spec
+    agent = L3PAgent(cfg, spec)
+    obs = env.reset([seed, seed + 1])
+    seen_obs, seen_goals = [obs["observation"]], [obs["achieved_goal"], obs["desired_goal"]]
+    for _ in range(2 * spec.max_steps):
+        obs, _ = env.step(rng.uniform(spec.action_low, spec.action_high, (2, spec.action_dim)).astype(np.float32))
+        seen_obs.append(obs["observation"])
+        seen_goals += [obs["achieved_goal"], obs["desired_goal"]]
+    env.close()
+    goals = np.concatenate(seen_goals)
+    agent.o_norm.update(np.concatenate(seen_obs))
+    agent.g_norm.update(goals)
+    agent.init_clusters(goals + 0.05 * rng.standard_normal(goals.shape).astype(np.float32), rng)
+    provenance = {"command": "export_untrained_bundle", "config": cfg.to_dict(), "env_steps": 0,
+                  "optimizer_steps": 0, "wall_time_s": 0.0, "seed": seed, "success": {}, "untrained": True}
+    return export_bundle(agent, Path(out_dir), provenance, force=True)

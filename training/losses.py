@@ -1,0 +1,57 @@
+"""The L3P losses, each a pure function of networks and a batch of tensors (ALGORITHM.md §1)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from training.networks import Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, q_from_distance
+
+
+def critic_loss(critic: DistanceCritic, critic_targ: DistanceCritic, actor_targ: Actor, obs, goal, action,
+                reward, obs_next, gamma: float, clip_return: float) -> torch.Tensor:
+    """MSE on Q = −(1 − γ^D)/(1 − γ) against r + γ·Q_targ(s', π_targ(s', g), g), clamped to [−clip_return, 0].
+    No terminal mask: these tasks never terminate, and the goal region is absorbing in expectation."""
+    with torch.no_grad():
+        q_next = q_from_distance(critic_targ(obs_next, goal, actor_targ(obs_next, goal)), gamma)
+        target = torch.clamp(reward + gamma * q_next, -clip_return, 0.0)
+    q = q_from_distance(critic(obs, goal, action), gamma)
+    return F.mse_loss(q, target)
+
+
+def actor_loss(actor: Actor, critic: DistanceCritic, obs, goal, gamma: float, action_l2: float) -> torch.Tensor:
+    """Maximize Q(s, π(s,g), g) with an L2 penalty on the (scaled) action."""
+    action = actor(obs, goal)
+    q = q_from_distance(critic(obs, goal, action), gamma)
+    return -q.mean() + action_l2 * ((action / actor.action_max) ** 2).mean()
+
+
+def value_loss(value: ValueNet, critic: DistanceCritic, obs, ag_next, goal, action) -> torch.Tensor:
+    """Regress V(ag_{t+1}, g) onto stop-grad D(s_t, a_t, g): the goal-space distance after the step."""
+    with torch.no_grad():
+        target = critic(obs, goal, action)
+    return F.mse_loss(value(ag_next, goal), target)
+
+
+def autoencoder_loss(ae: GoalAutoEncoder, value: ValueNet, ag, goal, lam: float) -> torch.Tensor:
+    """½ recon(ag) + ½ recon(g) + λ·(‖f_E(ag) − f_E(g)‖² − ½(V(ag,g) + V(g,ag)))².
+
+    The reachability term makes squared latent distance track the symmetrized value, so clustering
+    in latent space groups goals that are few steps apart."""
+    z_a, z_g = ae.encode(ag), ae.encode(goal)
+    recon = 0.5 * F.mse_loss(ae.decode_normalized(z_a), ae.g_norm(ag)) + \
+        0.5 * F.mse_loss(ae.decode_normalized(z_g), ae.g_norm(goal))
+    with torch.no_grad():
+        v_sym = 0.5 * (value(ag, goal) + value(goal, ag))
+    latent_sq = ((z_a - z_g) ** 2).sum(-1)
+    return recon + lam * ((latent_sq - v_sym) ** 2).mean()
+
+
+def cluster_loss(clusters: LatentClusters, z: torch.Tensor) -> torch.Tensor:
+    """Negative ELBO: −E_q[log N(z | c_k, σ)] + KL(q(c|z) ‖ uniform), q the softmax posterior."""
+    log_lik = clusters.log_likelihood(z)
+    log_q = torch.log_softmax(log_lik, dim=-1)
+    q = log_q.exp()
+    n = log_lik.shape[-1]
+    expected_ll = (q * log_lik).sum(-1)
+    kl = (q * (log_q + torch.log(torch.tensor(float(n))))).sum(-1)
+    return (kl - expected_ll).mean()

@@ -1,0 +1,86 @@
+"""Replay of whole episodes with hindsight relabelling (HER "future" strategy).
+
+Episodes are stored as fixed-length arrays (obs and achieved goals have T+1 entries). A sample
+picks (episode, t) uniformly; with probability ``relabel_p`` the goal is replaced by the achieved
+goal 1..``future_step`` steps ahead in the same episode, and the reward is recomputed by the env's
+own reward function for whichever goal the transition ends up with.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+RewardFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass
+class Batch:
+    obs: np.ndarray
+    obs_next: np.ndarray
+    ag: np.ndarray
+    ag_next: np.ndarray
+    goal: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+
+
+class EpisodeReplay:
+    FIELDS = ("obs", "ag", "goal", "action")
+
+    def __init__(self, capacity: int, horizon: int, obs_dim: int, goal_dim: int, action_dim: int):
+        self.capacity, self.horizon = capacity, horizon
+        self.obs = np.zeros((capacity, horizon + 1, obs_dim), np.float32)
+        self.ag = np.zeros((capacity, horizon + 1, goal_dim), np.float32)
+        self.goal = np.zeros((capacity, goal_dim), np.float32)
+        self.action = np.zeros((capacity, horizon, action_dim), np.float32)
+        self.size = 0
+        self.next = 0  # ring-buffer write position
+        self.episodes_seen = 0
+
+    def add(self, obs: np.ndarray, ag: np.ndarray, goal: np.ndarray, action: np.ndarray) -> None:
+        """Store a batch of whole episodes: obs [E, T+1, o], ag [E, T+1, g], goal [E, g], action [E, T, a]."""
+        for i in range(obs.shape[0]):
+            k = self.next
+            self.obs[k], self.ag[k], self.goal[k], self.action[k] = obs[i], ag[i], goal[i], action[i]
+            self.next = (k + 1) % self.capacity
+            self.size = min(self.size + 1, self.capacity)
+            self.episodes_seen += 1
+
+    def sample(self, batch_size: int, rng: np.random.Generator, reward_fn: RewardFn,
+               relabel_p: float = 0.8, future_step: int = 50) -> Batch:
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay")
+        ep = rng.integers(0, self.size, batch_size)
+        t = rng.integers(0, self.horizon, batch_size)
+        goal = self.goal[ep].copy()
+        relabel = rng.random(batch_size) < relabel_p
+        # Future offset uniformly in 1..min(future_step, T - t): the achieved goal index t+offset ≤ T.
+        max_off = np.minimum(future_step, self.horizon - t)
+        offset = 1 + np.floor(rng.random(batch_size) * max_off).astype(np.int64)
+        goal[relabel] = self.ag[ep[relabel], (t + offset)[relabel]]
+        ag_next = self.ag[ep, t + 1]
+        return Batch(
+            obs=self.obs[ep, t], obs_next=self.obs[ep, t + 1], ag=self.ag[ep, t], ag_next=ag_next,
+            goal=goal, action=self.action[ep, t], reward=reward_fn(ag_next, goal),
+        )
+
+    def sample_goals(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Achieved goals drawn uniformly over stored transitions (for GLS)."""
+        ep = rng.integers(0, self.size, n)
+        t = rng.integers(0, self.horizon + 1, n)
+        return self.ag[ep, t]
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        n = self.size
+        return {"obs": self.obs[:n], "ag": self.ag[:n], "goal": self.goal[:n], "action": self.action[:n],
+                "counters": np.array([self.size, self.next, self.episodes_seen], dtype=np.int64)}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        size, nxt, seen = (int(x) for x in state["counters"])
+        if size > self.capacity:
+            raise ValueError(f"checkpoint replay holds {size} episodes, capacity is {self.capacity}")
+        for name in self.FIELDS:
+            getattr(self, name)[:size] = state[name]
+        self.size, self.next, self.episodes_seen = size, nxt, seen

@@ -1,0 +1,275 @@
+"""The L3P training loop, top to bottom (CleanRL style).
+
+Each cycle collects one episode on every lockstep env (uniform random during warm-up, then the
+actor with exploration noise, or — on a ``plan_eps`` fraction of episodes once landmarks exist —
+the Algorithm-1 planner, noise-free), stores whole episodes, runs ``updates_per_cycle`` optimizer
+steps on hindsight-relabelled batches plus latent-cluster steps, and soft-updates the targets.
+Every few cycles it evaluates (success with the policy alone and with the planner), logs a CSV
+row, redraws the learning curve, and writes a checkpoint that ``--resume`` continues exactly.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from serving.planner import EpisodePlanner, PlannerConfig
+from training.agent import L3PAgent
+from training.config import TrainConfig
+from training.envs import VecGoalEnv
+from training.replay import EpisodeReplay
+
+CHECKPOINT = "checkpoint.pt"
+REPLAY = "replay.npz"
+EVAL_SEED_BASE = 1_000_000  # evaluation seeds never overlap training seeds (drawn below 2**30)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, unreadable or from another config."""
+
+
+@dataclass
+class Progress:
+    cycle: int = 0
+    env_steps: int = 0
+    wall_time_s: float = 0.0
+    best_success: float = -1.0
+    history: list[dict] = field(default_factory=list)
+
+
+def planner_config(cfg: TrainConfig, mode: str = "l3p") -> PlannerConfig:
+    return PlannerConfig(mode=mode, d_max=cfg.d_max, temperature=cfg.temperature, search=cfg.search,
+                         search_iterations=cfg.search_iterations, local_horizon=cfg.local_horizon,
+                         counter_extra=cfg.counter_extra)
+
+
+def evaluate(agent: L3PAgent, env: VecGoalEnv, episodes: int, mode: str, seed_base: int = EVAL_SEED_BASE) -> float:
+    """Success rate over ``episodes`` fixed-seed episodes, acting greedily (``policy``) or through the planner."""
+    successes = []
+    pcfg = planner_config(agent.cfg, mode)
+    landmarks = agent.landmarks() if mode != "policy" else np.zeros((0, env.spec.goal_dim), np.float32)
+    for start in range(0, episodes, len(env)):
+        seeds = [seed_base + start + i for i in range(len(env))]
+        obs = env.reset(seeds)
+        planners = [EpisodePlanner(landmarks, g, agent.value_fn, pcfg, seed=s) for g, s in zip(obs["desired_goal"], seeds)]
+        success = np.zeros(len(env), np.float32)
+        for _ in range(env.spec.max_steps):
+            if mode == "policy":
+                actions = agent.act(obs["observation"], obs["desired_goal"])
+            else:
+                actions = np.stack([p.step(o, agent.distance_fn, agent.act).action
+                                    for p, o in zip(planners, obs["observation"])])
+            obs, success = env.step(actions)
+        successes.extend(success[: episodes - start].tolist())
+    return float(np.mean(successes))
+
+
+def collect(agent: L3PAgent, env: VecGoalEnv, replay: EpisodeReplay, rng: np.random.Generator,
+            warmup: bool) -> dict[str, float]:
+    """One episode on every env; returns the training success rate and the planned fraction."""
+    cfg, spec = agent.cfg, env.spec
+    n, T = len(env), spec.max_steps
+    obs_buf = np.zeros((n, T + 1, spec.obs_dim), np.float32)
+    ag_buf = np.zeros((n, T + 1, spec.goal_dim), np.float32)
+    act_buf = np.zeros((n, T, spec.action_dim), np.float32)
+    obs = env.reset(rng.integers(0, 2**30, n).tolist())
+    goal = obs["desired_goal"].copy()
+    low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
+
+    planners: dict[int, EpisodePlanner] = {}
+    if agent.clusters_ready and not warmup:
+        # Training adds GLS-picked replay goals as temporary landmarks, for exploration.
+        goals = replay.sample_goals(cfg.gls_sample, rng)
+        extra = goals[agent.gls_indices(goals, cfg.extra_landmarks, rng)] if cfg.extra_landmarks else goals[:0]
+        nodes = np.concatenate([agent.landmarks(), extra]).astype(np.float32)
+        pcfg = planner_config(cfg).replace(sample_subgoal=True)
+        for i in np.flatnonzero(rng.random(n) < cfg.plan_eps):
+            planners[int(i)] = EpisodePlanner(nodes, goal[i], agent.value_fn, pcfg, seed=int(rng.integers(2**31)))
+
+    for t in range(T):
+        obs_buf[:, t], ag_buf[:, t] = obs["observation"], obs["achieved_goal"]
+        if warmup:
+            actions = rng.uniform(low, high, size=(n, spec.action_dim)).astype(np.float32)
+        else:
+            actions = agent.act(obs["observation"], goal)
+            actions += cfg.noise_eps * spec.action_max * rng.standard_normal(actions.shape).astype(np.float32)
+            actions = np.clip(actions, low, high)
+            random_rows = rng.random(n) < cfg.random_eps
+            actions[random_rows] = rng.uniform(low, high, size=(int(random_rows.sum()), spec.action_dim))
+            for i, planner in planners.items():  # planned actions are noise-free
+                actions[i] = planner.step(obs["observation"][i], agent.distance_fn, agent.act).action
+        act_buf[:, t] = actions
+        obs, success = env.step(actions)
+    obs_buf[:, T], ag_buf[:, T] = obs["observation"], obs["achieved_goal"]
+
+    replay.add(obs_buf, ag_buf, goal, act_buf)
+    agent.o_norm.update(obs_buf)
+    agent.g_norm.update(np.concatenate([ag_buf.reshape(-1, spec.goal_dim), goal]))
+    return {"train_success": float(success.mean()), "planned_fraction": len(planners) / n}
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, run_dir: Path, command: str | None = None):
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.command = command or " ".join(shlex.quote(a) for a in ["l3p", *sys.argv[1:]])
+        torch.set_num_threads(cfg.torch_threads)
+        torch.manual_seed(cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.env = VecGoalEnv(cfg.env_id, cfg.n_envs)
+        self.eval_env = VecGoalEnv(cfg.env_id, min(cfg.eval_episodes, 10))
+        self.spec = self.env.spec
+        self.agent = L3PAgent(cfg, self.spec)
+        self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
+                                    self.spec.goal_dim, self.spec.action_dim)
+        self.progress = Progress()
+
+    # ----- checkpoints -----
+    def save_checkpoint(self) -> None:
+        """Atomic: write to temporary names, then rename, so an interrupted save keeps the last good one."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        state = {"config": self.cfg.to_dict(), "agent": self.agent.state_dict(),
+                 "rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+                 "progress": vars(self.progress), "command": self.command}
+        tmp_ckpt, tmp_replay = self.run_dir / (CHECKPOINT + ".tmp"), self.run_dir / ("replay.tmp.npz")
+        torch.save(state, tmp_ckpt)
+        np.savez(tmp_replay, **self.replay.state_dict())
+        os.replace(tmp_replay, self.run_dir / REPLAY)
+        os.replace(tmp_ckpt, self.run_dir / CHECKPOINT)
+
+    @classmethod
+    def resume(cls, run_dir: Path, total_env_steps: int | None = None) -> "Trainer":
+        """Continue exactly where the last checkpoint left off (optionally with a larger budget)."""
+        state = load_checkpoint(run_dir)
+        cfg = TrainConfig.from_dict(state["config"])
+        if total_env_steps is not None:
+            cfg = cfg.replace(total_env_steps=total_env_steps)
+        trainer = cls(cfg, run_dir, command=state["command"])
+        trainer.agent.load_state_dict(state["agent"])
+        trainer.rng.bit_generator.state = state["rng"]
+        torch.set_rng_state(state["torch_rng"])
+        trainer.progress = Progress(**state["progress"])
+        replay_path = Path(run_dir) / REPLAY
+        try:
+            with np.load(replay_path) as data:
+                trainer.replay.load_state_dict({k: data[k] for k in data.files})
+        except (OSError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"replay {replay_path} is missing or corrupt: {exc}") from None
+        return trainer
+
+    # ----- the loop -----
+    def train(self, show_progress: bool = True) -> Progress:
+        cfg, agent, p = self.cfg, self.agent, self.progress
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.json").write_text(self.cfg.dumps())
+        steps_per_cycle = cfg.n_envs * self.spec.max_steps
+        bar = tqdm(total=cfg.total_env_steps, initial=p.env_steps, unit="step", disable=not show_progress,
+                   dynamic_ncols=True, desc=cfg.env_id)
+        metrics: dict[str, list[float]] = {}
+        while p.env_steps < cfg.total_env_steps:
+            t0 = time.perf_counter()
+            warmup = self.replay.episodes_seen < cfg.warmup_episodes
+            for k, v in collect(agent, self.env, self.replay, self.rng, warmup).items():
+                metrics.setdefault(k, []).append(v)
+            if not warmup:
+                for _ in range(cfg.updates_per_cycle):
+                    batch = self.replay.sample(cfg.batch_size, self.rng, self.env.compute_reward, cfg.relabel_p,
+                                               cfg.future_step)
+                    for k, v in agent.update(batch).items():
+                        metrics.setdefault(k, []).append(v)
+                    if agent.clusters_ready and agent.optimizer_steps % cfg.cluster_every == 0:
+                        loss = agent.cluster_step(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
+                        metrics.setdefault("loss_clusters", []).append(loss)
+                agent.update_targets()
+            if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
+                agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
+            p.cycle += 1
+            p.env_steps += steps_per_cycle
+            p.wall_time_s += time.perf_counter() - t0
+            bar.update(steps_per_cycle)
+
+            last = p.env_steps >= cfg.total_env_steps
+            if p.cycle % cfg.eval_every_cycles == 0 or last:
+                row = self._evaluate(metrics)
+                metrics = {}
+                bar.set_postfix(policy=f"{row['success_policy']:.2f}", l3p=f"{row['success_l3p']:.2f}")
+            if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
+                self.save_checkpoint()
+        bar.close()
+        return p
+
+    def _evaluate(self, metrics: dict[str, list[float]]) -> dict:
+        p, agent = self.progress, self.agent
+        t0 = time.perf_counter()
+        row = {"cycle": p.cycle, "env_steps": p.env_steps, "episodes": self.replay.episodes_seen,
+               "optimizer_steps": agent.optimizer_steps, "wall_time_s": round(p.wall_time_s, 1),
+               "success_policy": evaluate(agent, self.eval_env, self.cfg.eval_episodes, "policy"),
+               "success_l3p": (evaluate(agent, self.eval_env, self.cfg.eval_episodes, "l3p")
+                               if agent.clusters_ready else float("nan"))}
+        row.update({k: float(np.mean(v)) for k, v in metrics.items()})
+        p.wall_time_s += time.perf_counter() - t0
+        p.history.append(row)
+        self._write_logs()
+        return row
+
+    def _write_logs(self) -> None:
+        history = self.progress.history
+        keys = list(dict.fromkeys(k for row in history for k in row))
+        with open(self.run_dir / "progress.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(history)
+        plot_learning_curve(history, self.run_dir / "learning_curve.png", self.cfg.env_id)
+
+    def provenance(self) -> dict:
+        p = self.progress
+        last = p.history[-1] if p.history else {}
+        return {"command": self.command, "config": self.cfg.to_dict(), "env_steps": p.env_steps,
+                "episodes": self.replay.episodes_seen, "optimizer_steps": self.agent.optimizer_steps,
+                "wall_time_s": round(p.wall_time_s, 1), "seed": self.cfg.seed,
+                "success": {"policy": last.get("success_policy"), "l3p": last.get("success_l3p"),
+                            "eval_episodes": self.cfg.eval_episodes, "eval_seed_base": EVAL_SEED_BASE},
+                "machine": f"{platform.machine()} {os.cpu_count()} cpu, torch {torch.__version__}, "
+                           f"{self.cfg.torch_threads} thread(s)"}
+
+
+def load_checkpoint(run_dir: Path) -> dict:
+    path = Path(run_dir) / CHECKPOINT
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for truncated/garbage files
+        raise CheckpointError(f"checkpoint {path} is unreadable (corrupt or truncated): {type(exc).__name__}") from None
+    if not isinstance(state, dict) or not {"config", "agent", "progress"} <= set(state):
+        raise CheckpointError(f"checkpoint {path} is not an l3p training checkpoint")
+    return state
+
+
+def plot_learning_curve(history: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["env_steps"] for r in history]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    ax.plot(steps, [r["success_policy"] for r in history], label="policy π(s, g)")
+    ax.plot(steps, [r["success_l3p"] for r in history], label="L3P planner")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("eval success rate")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
