@@ -31,7 +31,11 @@ from training.replay import EpisodeReplay
 
 CHECKPOINT = "checkpoint.pt"
 REPLAY = "replay.npz"
-EVAL_SEED_BASE = 1_000_000  # evaluation seeds never overlap training seeds (drawn below 2**30)
+# Seed ranges: training episodes draw env seeds below 2**30; in-training evaluation uses the
+# 2**30 + i range; held-out evaluation (the demo, reported results) starts at 2_000_000_000.
+TRAIN_SEED_HIGH = 2**30
+EVAL_SEED_BASE = 2**30
+HELD_OUT_SEED_BASE = 2_000_000_000
 
 
 class CheckpointError(RuntimeError):
@@ -82,7 +86,7 @@ def collect(agent: L3PAgent, env: VecGoalEnv, replay: EpisodeReplay, rng: np.ran
     obs_buf = np.zeros((n, T + 1, spec.obs_dim), np.float32)
     ag_buf = np.zeros((n, T + 1, spec.goal_dim), np.float32)
     act_buf = np.zeros((n, T, spec.action_dim), np.float32)
-    obs = env.reset(rng.integers(0, 2**30, n).tolist())
+    obs = env.reset(rng.integers(0, TRAIN_SEED_HIGH, n).tolist())
     goal = obs["desired_goal"].copy()
     low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
 
@@ -167,15 +171,17 @@ class Trainer:
         return trainer
 
     # ----- the loop -----
-    def train(self, show_progress: bool = True) -> Progress:
+    def train(self, show_progress: bool = True, until_env_steps: int | None = None) -> Progress:
+        """Train to ``total_env_steps`` (or stop early at ``until_env_steps``, evaluating and checkpointing)."""
         cfg, agent, p = self.cfg, self.agent, self.progress
+        target = cfg.total_env_steps if until_env_steps is None else min(until_env_steps, cfg.total_env_steps)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(self.cfg.dumps())
         steps_per_cycle = cfg.n_envs * self.spec.max_steps
-        bar = tqdm(total=cfg.total_env_steps, initial=p.env_steps, unit="step", disable=not show_progress,
+        bar = tqdm(total=target, initial=p.env_steps, unit="step", disable=not show_progress,
                    dynamic_ncols=True, desc=cfg.env_id)
         metrics: dict[str, list[float]] = {}
-        while p.env_steps < cfg.total_env_steps:
+        while p.env_steps < target:
             t0 = time.perf_counter()
             warmup = self.replay.episodes_seen < cfg.warmup_episodes
             for k, v in collect(agent, self.env, self.replay, self.rng, warmup).items():
@@ -197,7 +203,7 @@ class Trainer:
             p.wall_time_s += time.perf_counter() - t0
             bar.update(steps_per_cycle)
 
-            last = p.env_steps >= cfg.total_env_steps
+            last = p.env_steps >= target
             if p.cycle % cfg.eval_every_cycles == 0 or last:
                 row = self._evaluate(metrics)
                 metrics = {}

@@ -1,0 +1,221 @@
+"""Compare planner modes on the same Fetch episodes.
+
+``l3p eval --server HOST:PORT --env FetchPush-v4 --episodes 50 --seed 0 --modes l3p,naive,policy
+--out results.json``
+
+Every mode replays episodes ``seed + i`` (same initial states, goals and planner seeds). The table
+and the JSON report, per mode: success rate with a Wilson 95% interval, mean final distance to
+the goal, re-plans per episode and per-step latency p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clients.client import MODES, ModelInfo, PlannerClient, PlannerError
+from clients.runner import (
+    EnvMismatchError,
+    RunResult,
+    add_connection_arguments,
+    check_env,
+    close_env,
+    connect,
+    make_env,
+    run_episodes,
+)
+
+Z95 = 1.959963984540054  # standard normal 97.5% quantile
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (default 95%).
+
+    Unlike the normal approximation it stays inside [0, 1] and is informative at 0/n and n/n,
+    which small evaluations hit often. ``n == 0`` gives the uninformative (0, 1).
+    """
+    if not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    # The bounds are exactly 0 at 0/n and 1 at n/n; pin them against rounding noise.
+    lo = 0.0 if successes == 0 else max(0.0, center - half)
+    hi = 1.0 if successes == n else min(1.0, center + half)
+    return lo, hi
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if not modes or bad:
+        raise argparse.ArgumentTypeError(
+            f"modes must be a comma-separated subset of {','.join(MODES)}; got {text!r}")
+    return modes
+
+
+def summarize(run: RunResult) -> dict[str, Any]:
+    n, k = len(run.episodes), sum(run.successes)
+    lo, hi = wilson_interval(k, n)
+    return {
+        "episodes": n,
+        "successes": k,
+        "success_rate": k / n if n else float("nan"),
+        "success_ci95": [lo, hi],
+        "mean_final_distance": run.mean_final_distance,
+        "replans_per_episode": run.replans_per_episode,
+        "latency_ms": {"p50": run.latency_p50_ms, "p99": run.latency_p99_ms},
+        "per_episode": [e.to_dict() for e in run.episodes],
+    }
+
+
+def evaluate(
+    client: PlannerClient,
+    info: ModelInfo,
+    env_id: str,
+    *,
+    modes: Sequence[str],
+    episodes: int,
+    seed: int,
+    stream: bool = False,
+    force_env: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run every mode over the same episodes; the JSON-ready report."""
+    env = make_env(env_id)
+    try:
+        warnings = check_env(info, env_id, env, force=force_env)
+        for w in warnings:
+            print(f"WARNING: {w} -- running anyway (--force-env)", file=sys.stderr)
+        bar = _progress(total=len(modes) * episodes, enabled=progress)
+        runs = {}
+        try:
+            for mode in modes:
+                bar.set_description(mode)
+                runs[mode] = run_episodes(client, env, env_id, episodes=episodes, seed=seed,
+                                          mode=mode, stream=stream,
+                                          on_episode=lambda _ep: bar.update(1))
+        finally:
+            bar.close()
+    finally:
+        close_env(env)
+    return {
+        "env_id": env_id,
+        "server": client.target,
+        "model": {"env_id": info.env_id, "bundle_sha256": info.bundle_sha256,
+                  "n_landmarks": info.n_landmarks, "format_version": info.format_version},
+        "episodes": episodes,
+        "seed": seed,
+        "seeds": [seed + i for i in range(episodes)],
+        "stream": stream,
+        "warnings": warnings,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "modes": {mode: summarize(run) for mode, run in runs.items()},
+    }
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm comes with [sim]; run without a bar if absent
+        enabled = False
+    if not enabled:
+        class _Silent:
+            def update(self, n: int = 1) -> None: ...
+            def set_description(self, desc: str) -> None: ...
+            def close(self) -> None: ...
+        return _Silent()
+    return tqdm(total=total, unit="episode", file=sys.stderr, leave=False)
+
+
+def format_table(report: dict[str, Any]) -> str:
+    rows = [("mode", "success", "95% CI", "final dist", "replans/ep", "p50 ms", "p99 ms")]
+    for mode, m in report["modes"].items():
+        lo, hi = m["success_ci95"]
+        rows.append((
+            mode,
+            f"{m['successes']}/{m['episodes']} ({m['success_rate']:.0%})",
+            f"[{lo:.0%}, {hi:.0%}]",
+            f"{m['mean_final_distance']:.3f}",
+            f"{m['replans_per_episode']:.1f}",
+            f"{m['latency_ms']['p50']:.2f}",
+            f"{m['latency_ms']['p99']:.2f}",
+        ))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)
+                       for c, (cell, w) in enumerate(zip(row, widths))) for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    last = report["seed"] + report["episodes"] - 1
+    title = (f"{report['env_id']}: {report['episodes']} episodes per mode, seeds "
+             f"{report['seed']}..{last}{' (stream)' if report['stream'] else ''}")
+    return "\n".join([title, *lines])
+
+
+def write_report(report: dict[str, Any], path: str | Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_jsonable(report), indent=2, allow_nan=False) + "\n")
+
+
+def _jsonable(x: Any) -> Any:
+    """NaN/Inf are not JSON: an empty run's statistics become null."""
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_connection_arguments(parser)
+    parser.add_argument("--modes", type=parse_modes, default=["l3p", "naive", "policy"],
+                        help="comma-separated planner modes (default l3p,naive,policy)")
+    parser.add_argument("--out", default=None, metavar="results.json", help="write the JSON report")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    try:
+        client, info, env_id = connect(args)
+    except PlannerError as err:
+        print(f"error: cannot reach the planner server at {args.server}: {err}", file=sys.stderr)
+        return 1
+    try:
+        report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes,
+                          seed=args.seed, stream=args.stream, force_env=args.force_env,
+                          progress=not args.no_progress)
+    except EnvMismatchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except PlannerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    print(format_table(report))
+    if args.out:
+        write_report(report, args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = add_eval_arguments(argparse.ArgumentParser(
+        prog="l3p eval", description="Compare planner modes on the same Fetch episodes."))
+    return run_eval(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,386 @@
+"""Drive gymnasium-robotics Fetch episodes through the planner server.
+
+``l3p run --server HOST:PORT --env FetchPush-v4 --episodes 5 --seed 0 --video push.mp4``
+
+Episode ``i`` resets the env with seed ``seed + i`` and starts the planner session with the
+same seed, so a run is reproducible and ``l3p eval`` can replay the same episodes under every
+planner mode. Success is ``info["is_success"]`` at the last step. Latency is the client-side
+round trip of each Act (or stream message).
+
+The video shows the planner's current subgoal as a marker drawn into the MuJoCo scene: a blue
+sphere on a landmark subgoal, a translucent green sphere around the final goal when the
+planner pursues it directly (the env draws the goal itself as its small red target site).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes.util
+import dataclasses
+import gc
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from clients.client import MODES, ModelInfo, PlannerClient, PlannerError
+
+# The simulator is imported lazily (it is slow to import), but a missing one should fail at
+# import like any dependency, so `l3p` can say which extra to install.
+for _dep in ("gymnasium", "gymnasium_robotics", "mujoco"):
+    if importlib.util.find_spec(_dep) is None:
+        raise ImportError(f"clients.runner needs {_dep}: pip install '.[sim]'", name=_dep)
+
+DEFAULT_SERVER = "127.0.0.1:50051"
+_LANDMARK_RGBA = np.array([0.1, 0.45, 1.0, 0.9])
+_FINAL_GOAL_RGBA = np.array([0.1, 0.9, 0.2, 0.45])
+_TOPLEFT = 0  # mujoco.mjtGridPos.mjGRID_TOPLEFT (kept numeric: mujoco is imported lazily)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(latencies_s) * 1e3, q)) if len(latencies_s) else float("nan")
+
+
+@dataclasses.dataclass
+class EpisodeResult:
+    index: int
+    env_seed: int
+    planner_seed: int
+    success: bool
+    final_distance: float  # |achieved_goal - desired_goal| after the last step
+    steps: int
+    replans: int
+    latencies_s: list[float]  # per step, client-side round trip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "env_seed": self.env_seed,
+            "planner_seed": self.planner_seed,
+            "success": self.success,
+            "final_distance": self.final_distance,
+            "steps": self.steps,
+            "replans": self.replans,
+            "latency_ms": {"p50": percentile_ms(self.latencies_s, 50),
+                           "p99": percentile_ms(self.latencies_s, 99)},
+        }
+
+
+@dataclasses.dataclass
+class RunResult:
+    env_id: str
+    mode: str
+    stream: bool
+    episodes: list[EpisodeResult]
+
+    @property
+    def successes(self) -> list[bool]:
+        return [e.success for e in self.episodes]
+
+    @property
+    def success_rate(self) -> float:
+        return float(np.mean(self.successes)) if self.episodes else float("nan")
+
+    @property
+    def latencies_s(self) -> list[float]:
+        return [t for e in self.episodes for t in e.latencies_s]
+
+    @property
+    def latency_p50_ms(self) -> float:
+        return percentile_ms(self.latencies_s, 50)
+
+    @property
+    def latency_p99_ms(self) -> float:
+        return percentile_ms(self.latencies_s, 99)
+
+    @property
+    def mean_final_distance(self) -> float:
+        return float(np.mean([e.final_distance for e in self.episodes])) if self.episodes else float("nan")
+
+    @property
+    def replans_per_episode(self) -> float:
+        return float(np.mean([e.replans for e in self.episodes])) if self.episodes else float("nan")
+
+
+# --------------------------------------------------------------------------- env + video
+
+
+def ensure_offscreen_gl() -> str | None:
+    """Pick an offscreen OpenGL backend for MuJoCo when none is set and there is no display.
+
+    Must run before the first render (gymnasium reads MUJOCO_GL when it builds its viewer).
+    OSMesa (pure software) works everywhere it is installed; EGL is the fallback.
+    """
+    if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ["MUJOCO_GL"] = "osmesa" if ctypes.util.find_library("OSMesa") else "egl"
+    if os.environ.get("MUJOCO_GL") in ("osmesa", "egl"):
+        os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    return os.environ.get("MUJOCO_GL")
+
+
+def make_env(env_id: str, *, render: bool = False, size: int = 480) -> Any:
+    import gymnasium as gym
+    import gymnasium_robotics
+
+    gym.register_envs(gymnasium_robotics)
+    if not render:
+        return gym.make(env_id)
+    ensure_offscreen_gl()
+    return gym.make(env_id, render_mode="rgb_array", width=size, height=size)
+
+
+def close_env(env: Any) -> None:
+    """Close the env and free its GL context now, not at interpreter exit.
+
+    mujoco's OSMesa context frees itself again in ``__del__``; at interpreter exit its module
+    is already torn down and that prints an ignored AttributeError. Collecting here avoids it.
+    """
+    env.close()
+    renderer = getattr(env.unwrapped, "mujoco_renderer", None)
+    if renderer is not None:  # drop the viewers (and their GL contexts) while modules live
+        renderer._viewers.clear()
+        renderer.viewer = None
+    gc.collect()
+
+
+def rendering_unavailable(env_id: str = "FetchPush-v4", size: int = 64) -> str | None:
+    """``None`` if an offscreen frame can be rendered here, else why not (for skips)."""
+    try:
+        env = make_env(env_id, render=True, size=size)
+        try:
+            env.reset(seed=0)
+            frame = env.render()
+        finally:
+            close_env(env)
+        if frame is None or frame.shape != (size, size, 3):
+            return f"render returned {None if frame is None else frame.shape}"
+        return None
+    except Exception as err:  # any GL/driver failure means "cannot render here"
+        return f"{type(err).__name__}: {err} (MUJOCO_GL={os.environ.get('MUJOCO_GL')})"
+
+
+class VideoRecorder:
+    """Frames of the env with the current subgoal marked, written as an H.264 mp4."""
+
+    def __init__(self, path: str | os.PathLike[str], fps: int = 25) -> None:
+        import imageio.v2 as imageio
+
+        self.path = str(path)
+        self._writer = imageio.get_writer(self.path, fps=fps, codec="libx264", macro_block_size=16)
+        self.frames = 0
+
+    def capture(self, env: Any, step: Any | None, caption: str) -> None:
+        """Render one frame; ``step`` (a client Step) places the subgoal marker."""
+        # gymnasium-robotics renders through gymnasium's MujocoRenderer; its offscreen viewer
+        # draws extra geoms ("markers", via mjv_initGeom into the scene) once per render.
+        viewer = env.unwrapped.mujoco_renderer._get_viewer("rgb_array")
+        if step is not None:
+            final = step.subgoal_index < 0
+            radius = 0.035 if final else 0.025
+            viewer.add_marker(
+                pos=np.asarray(step.subgoal, dtype=np.float64),
+                size=np.full(3, radius),
+                rgba=_FINAL_GOAL_RGBA if final else _LANDMARK_RGBA,
+            )
+            what = "final goal" if final else f"landmark {step.subgoal_index}"
+            caption += f"\nsubgoal: {what}{' *' if step.replanned else ''}"
+        # Overlays accumulate text across renders in gymnasium; start each frame afresh.
+        viewer._overlays.clear()
+        for line in caption.split("\n"):
+            viewer.add_overlay(_TOPLEFT, line, "")
+        self._writer.append_data(env.render())
+        self.frames += 1
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+# --------------------------------------------------------------------------- episodes
+
+
+class EnvMismatchError(RuntimeError):
+    pass
+
+
+def check_env(info: ModelInfo, env_id: str, env: Any, force: bool = False) -> list[str]:
+    """Refuse (or with ``force``, warn about) an env the served model was not trained on."""
+    problems = []
+    if info.env_id != env_id:
+        problems.append(f"the server's model was trained on {info.env_id!r}, not {env_id!r}")
+    space = env.observation_space
+    obs_dim, goal_dim = space["observation"].shape[0], space["desired_goal"].shape[0]
+    if (obs_dim, goal_dim) != (info.obs_dim, info.goal_dim):
+        # Dims can't be forced: the server would reject every observation.
+        problems.append(f"{env_id} has obs/goal dims {obs_dim}/{goal_dim}, the model "
+                        f"{info.obs_dim}/{info.goal_dim}")
+        raise EnvMismatchError("; ".join(problems))
+    if problems and not force:
+        raise EnvMismatchError("; ".join(problems) + " (pass --force-env to run anyway)")
+    return problems
+
+
+def run_episode(
+    client: PlannerClient,
+    env: Any,
+    *,
+    index: int,
+    seed: int,
+    mode: str,
+    stream: bool = False,
+    video: VideoRecorder | None = None,
+) -> EpisodeResult:
+    """One episode: reset with ``seed``, act until the env's time limit."""
+    obs, info = env.reset(seed=seed)
+    open_episode = client.stream_episode if stream else client.episode
+    latencies, replans, steps = [], 0, 0
+    step = None
+    with open_episode(obs["desired_goal"], mode=mode, seed=seed) as ep:
+        while True:
+            step = ep.act(obs["observation"])
+            latencies.append(step.latency_s)
+            replans += step.replanned
+            if video is not None:
+                video.capture(env, step, f"{mode} ep {index} step {steps}")
+            obs, _, terminated, truncated, info = env.step(step.action)
+            steps += 1
+            if terminated or truncated:
+                break
+    if video is not None:
+        outcome = "SUCCESS" if info.get("is_success") else "failure"
+        video.capture(env, step, f"{mode} ep {index} step {steps} {outcome}")
+    return EpisodeResult(
+        index=index,
+        env_seed=seed,
+        planner_seed=seed,
+        success=bool(info.get("is_success", False)),
+        final_distance=float(np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"])),
+        steps=steps,
+        replans=int(replans),
+        latencies_s=latencies,
+    )
+
+
+def run_episodes(
+    client: PlannerClient,
+    env: Any,
+    env_id: str,
+    *,
+    episodes: int,
+    seed: int = 0,
+    mode: str = "l3p",
+    stream: bool = False,
+    video: VideoRecorder | None = None,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+) -> RunResult:
+    """Episodes ``seed + i`` for ``i < episodes`` under one planner mode."""
+    result = RunResult(env_id=env_id, mode=mode, stream=stream, episodes=[])
+    for i in range(episodes):
+        ep = run_episode(client, env, index=i, seed=seed + i, mode=mode, stream=stream, video=video)
+        result.episodes.append(ep)
+        if on_episode is not None:
+            on_episode(ep)
+    return result
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--server", default=DEFAULT_SERVER, metavar="HOST:PORT",
+                        help=f"planner server address (default {DEFAULT_SERVER})")
+    parser.add_argument("--env", default=None,
+                        help="gymnasium-robotics env id (default: the server's model's env)")
+    parser.add_argument("--force-env", action="store_true",
+                        help="run even if --env differs from the env the model was trained on")
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="episode i uses env and planner seed SEED + i")
+    parser.add_argument("--stream", action="store_true",
+                        help="one Control stream per episode instead of unary Act calls")
+    parser.add_argument("--timeout", type=float, default=5.0, help="per-call deadline, seconds")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_connection_arguments(parser)
+    parser.add_argument("--planner", choices=sorted(MODES), default="l3p")
+    parser.add_argument("--video", default=None, metavar="OUT.mp4",
+                        help="record all episodes (offscreen rendering) with the subgoal marked")
+    parser.add_argument("--video-size", type=int, default=480, help="frame width = height, pixels")
+    return parser
+
+
+def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
+    """Client, the server's model info, and the env id to run (--env or the model's)."""
+    client = PlannerClient(args.server, timeout_s=args.timeout)
+    try:
+        info = client.model_info()
+    except BaseException:
+        client.close()
+        raise
+    return client, info, args.env or info.env_id
+
+
+def _warn(msg: str) -> None:
+    print(f"WARNING: {msg}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> RunResult:
+    """``l3p run`` as a function: the RunResult (raises on connection or env problems)."""
+    client, info, env_id = connect(args)
+    video = None
+    try:
+        env = make_env(env_id, render=bool(args.video), size=args.video_size)
+        try:
+            for problem in check_env(info, env_id, env, force=args.force_env):
+                _warn(problem + " -- running anyway (--force-env)")
+            if args.video:
+                video = VideoRecorder(args.video)
+
+            def report(ep: EpisodeResult) -> None:
+                print(f"episode {ep.index:3d}  seed {ep.env_seed}  "
+                      f"{'success' if ep.success else 'failure'}  "
+                      f"final distance {ep.final_distance:.3f}  steps {ep.steps}  "
+                      f"re-plans {ep.replans}  p50 {percentile_ms(ep.latencies_s, 50):.2f} ms",
+                      flush=True)
+
+            return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
+                                mode=args.planner, stream=args.stream, video=video,
+                                on_episode=report)
+        finally:
+            if video is not None:
+                video.close()
+            close_env(env)
+    finally:
+        client.close()
+
+
+def run_run(args: argparse.Namespace) -> int:
+    try:
+        result = run(args)
+    except (PlannerError, EnvMismatchError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2 if isinstance(err, EnvMismatchError) else 1
+    n, k = len(result.episodes), sum(result.successes)
+    print(f"{result.env_id}  planner {result.mode}{' (stream)' if result.stream else ''}: "
+          f"success {k}/{n}  mean final distance {result.mean_final_distance:.3f}  "
+          f"re-plans/episode {result.replans_per_episode:.1f}  "
+          f"step latency p50 {result.latency_p50_ms:.2f} ms  p99 {result.latency_p99_ms:.2f} ms")
+    if args.video:
+        # Offscreen rendering competes for the CPU, which shows in the latencies above.
+        print(f"video: {args.video} (latencies measured while rendering)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = add_run_arguments(argparse.ArgumentParser(prog="l3p run", description=__doc__.split("\n")[0]))
+    return run_run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The MuJoCo Fetch runner, the evaluator and the demo, against the real server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import clients.demo as demo_mod
+from clients.evaluate import add_eval_arguments, parse_modes, run_eval, wilson_interval
+from clients.local_server import LocalServer
+from clients.runner import add_run_arguments, run, run_run
+from server_proc import push_bundle, serve
+
+pytest.importorskip("gymnasium_robotics")
+
+
+@pytest.fixture(scope="session")
+def bundle(tmp_path_factory):
+    return push_bundle(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def server(bundle):
+    with serve(bundle) as port:
+        yield f"127.0.0.1:{port}"
+
+
+def run_args(*argv: str) -> argparse.Namespace:
+    return add_run_arguments(argparse.ArgumentParser()).parse_args(list(argv))
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_wilson_interval_on_known_counts():
+    # Reference values: Wilson score interval, z = 1.96 (e.g. Newcombe 1998, Table I).
+    lo, hi = wilson_interval(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
+    lo, hi = wilson_interval(81, 263)
+    assert lo == pytest.approx(0.2553, abs=1e-4) and hi == pytest.approx(0.3662, abs=1e-4)
+    assert wilson_interval(0, 10) == (0.0, pytest.approx(0.2775, abs=1e-4))
+    assert wilson_interval(10, 10) == (pytest.approx(0.7225, abs=1e-4), 1.0)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    for k in range(11):  # symmetric in successes <-> failures
+        lo, hi = wilson_interval(k, 10)
+        lo2, hi2 = wilson_interval(10 - k, 10)
+        assert lo <= k / 10 <= hi and lo == pytest.approx(1 - hi2) and hi == pytest.approx(1 - lo2)
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+def test_parse_modes():
+    assert parse_modes("l3p, policy") == ["l3p", "policy"]
+    with pytest.raises(argparse.ArgumentTypeError, match="l3p"):
+        parse_modes("l3p,greedy")
+
+
+# --------------------------------------------------------------------------- runner
+
+
+def test_runner_short_episodes_are_reproducible(server):
+    args = run_args("--server", server, "--env", "FetchPush-v4", "--episodes", "2", "--seed", "7")
+    result = run(args)
+    assert [e.env_seed for e in result.episodes] == [7, 8]
+    assert [e.planner_seed for e in result.episodes] == [7, 8]
+    assert all(isinstance(e.success, bool) for e in result.episodes)
+    assert all(e.steps == 50 for e in result.episodes)  # FetchPush's time limit
+    lat = result.latencies_s
+    assert len(lat) == 100 and all(math.isfinite(t) and t > 0 for t in lat)
+    assert math.isfinite(result.latency_p50_ms) and result.latency_p99_ms >= result.latency_p50_ms
+
+    # Same seed, same episodes: unary and stream alike.
+    again = run(run_args("--server", server, "--episodes", "2", "--seed", "7", "--stream"))
+    np.testing.assert_allclose([e.final_distance for e in again.episodes],
+                               [e.final_distance for e in result.episodes], atol=1e-6)
+
+
+def test_runner_refuses_another_env(server, capsys):
+    assert run_run(run_args("--server", server, "--env", "FetchReach-v4", "--episodes", "1")) == 2
+    err = capsys.readouterr().err
+    assert "FetchPush-v4" in err and "FetchReach-v4" in err
+
+
+def test_runner_reports_an_unreachable_server(monkeypatch, capsys):
+    # The default retry policy waits ~10 s for a restart; nobody listens on port 1.
+    import clients.runner as runner_mod
+    from clients.client import PlannerClient
+
+    monkeypatch.setattr(runner_mod, "PlannerClient",
+                        lambda target, **kw: PlannerClient(target, retry=None, **kw))
+    assert run_run(run_args("--server", "127.0.0.1:1", "--episodes", "1")) == 1
+    assert "UNAVAILABLE" in capsys.readouterr().err
+
+
+def _rendering_probe() -> str | None:
+    """Why offscreen rendering fails here, or None. In a subprocess: a GL driver that cannot
+    initialize may abort the process, which must skip the test, not crash the run."""
+    code = ("import sys; from clients.runner import rendering_unavailable; "
+            "r = rendering_unavailable('FetchPush-v4'); print(r or ''); sys.exit(1 if r else 0)")
+    try:
+        probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               timeout=120, cwd=Path(demo_mod.__file__).resolve().parents[1])
+    except subprocess.TimeoutExpired:
+        return "the rendering probe timed out"
+    if probe.returncode == 0:
+        return None
+    lines = (probe.stdout.strip() or probe.stderr.strip() or f"exit code {probe.returncode}").splitlines()
+    return lines[-1]
+
+
+def test_video_is_a_playable_mp4(server, tmp_path):
+    reason = _rendering_probe()
+    if reason:
+        pytest.skip(f"offscreen rendering unavailable: {reason}")
+    imageio = pytest.importorskip("imageio.v2")
+    out = tmp_path / "episode.mp4"
+    args = run_args("--server", server, "--episodes", "1", "--seed", "3",
+                    "--video", str(out), "--video-size", "128")
+    assert run_run(args) == 0
+    reader = imageio.get_reader(str(out))
+    frames = [f for f in reader]
+    reader.close()
+    assert len(frames) == 51  # one per step plus the final state
+    assert frames[0].shape == (128, 128, 3) and frames[0].dtype == np.uint8
+    assert frames[0].std() > 0  # not a blank frame
+
+
+# --------------------------------------------------------------------------- eval + demo
+
+
+EVAL_MODE_FIELDS = {"episodes", "successes", "success_rate", "success_ci95", "mean_final_distance",
+                    "replans_per_episode", "latency_ms", "per_episode"}
+
+
+def test_eval_writes_the_documented_json(server, tmp_path, capsys):
+    out = tmp_path / "results.json"
+    args = add_eval_arguments(argparse.ArgumentParser()).parse_args(
+        ["--server", server, "--episodes", "2", "--seed", "11", "--modes", "l3p,policy",
+         "--out", str(out), "--no-progress"])
+    assert run_eval(args) == 0
+    report = json.loads(out.read_text())
+    assert report["env_id"] == "FetchPush-v4" and report["episodes"] == 2
+    assert report["seed"] == 11 and report["seeds"] == [11, 12]
+    assert len(report["model"]["bundle_sha256"]) == 64
+    assert list(report["modes"]) == ["l3p", "policy"]
+    for mode, m in report["modes"].items():
+        assert EVAL_MODE_FIELDS <= set(m), mode
+        assert m["episodes"] == 2 and m["success_rate"] == m["successes"] / 2
+        assert m["success_ci95"] == pytest.approx(list(wilson_interval(m["successes"], 2)))
+        assert m["latency_ms"]["p50"] > 0 and m["latency_ms"]["p99"] >= m["latency_ms"]["p50"]
+        assert [e["env_seed"] for e in m["per_episode"]] == [11, 12]
+    assert report["modes"]["policy"]["replans_per_episode"] == 0
+    assert report["modes"]["l3p"]["replans_per_episode"] >= 1
+    table = capsys.readouterr().out
+    assert "l3p" in table and "policy" in table and "95% CI" in table
+
+
+class _RecordingServer(LocalServer):
+    instances: list[LocalServer] = []
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        _RecordingServer.instances.append(self)
+
+
+def _demo(argv, monkeypatch):
+    _RecordingServer.instances.clear()
+    monkeypatch.setattr(demo_mod, "LocalServer", _RecordingServer)
+    args = demo_mod.add_demo_arguments(argparse.ArgumentParser()).parse_args(argv)
+    return demo_mod.run_demo(args)
+
+
+def test_demo_runs_episodes_and_stops_the_server(bundle, monkeypatch, capsys):
+    assert _demo(["--bundle", str(bundle), "--episodes", "1", "--no-progress"], monkeypatch) == 0
+    assert "success" in capsys.readouterr().out
+    (server,) = _RecordingServer.instances
+    assert server.proc.poll() is not None  # stopped
+
+
+def test_demo_reports_a_server_that_dies(bundle, tmp_path, monkeypatch, capsys):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in bundle.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    with open(broken / "value.onnx", "ab") as fh:
+        fh.write(b"tampered")
+    assert _demo(["--bundle", str(broken), "--episodes", "1"], monkeypatch) == 1
+    err = capsys.readouterr().err
+    assert "before it was ready" in err and "value.onnx" in err  # the server's own words
+    assert _RecordingServer.instances[0].proc.poll() is not None
+
+
+def test_demo_default_bundle_is_next_to_the_package():
+    assert demo_mod.default_bundle().parts[-2:] == ("models", "FetchPush-v4")
