@@ -222,6 +222,9 @@ class Trainer:
                "success_l3p": (evaluate(agent, self.eval_env, self.cfg.eval_episodes, "l3p")
                                if agent.clusters_ready else float("nan"))}
         row.update({k: float(np.mean(v)) for k, v in metrics.items()})
+        if agent.clusters_ready:
+            plot_landmarks(agent.landmarks(), self.replay.sample_goals(2000, np.random.default_rng(0)),
+                           self.run_dir / "landmarks.png", f"{self.cfg.env_id}: landmarks at {p.env_steps} env steps")
         p.wall_time_s += time.perf_counter() - t0
         p.history.append(row)
         self._write_logs()
@@ -261,10 +264,34 @@ def load_checkpoint(run_dir: Path) -> dict:
     return state
 
 
-def plot_learning_curve(history: list[dict], path: Path, title: str) -> None:
+def _pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: str) -> None:
+    """Landmarks over a sample of achieved goals, in the goal space's first two (and, if 3-d, x-z) axes."""
+    plt = _pyplot()
+    views = [(0, 1)] + ([(0, 2)] if goals.shape[1] > 2 else [])
+    fig, axes = plt.subplots(1, len(views), figsize=(5 * len(views), 4), dpi=100, squeeze=False)
+    for ax, (i, j) in zip(axes[0], views):
+        ax.scatter(goals[:, i], goals[:, j], s=3, c="0.75", label="achieved goals (replay)")
+        ax.scatter(landmarks[:, i], landmarks[:, j], s=30, c="tab:red", marker="*", label="landmarks")
+        ax.set_xlabel("xyz"[i] if goals.shape[1] == 3 else f"g[{i}]")
+        ax.set_ylabel("xyz"[j] if goals.shape[1] == 3 else f"g[{j}]")
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(loc="best", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_learning_curve(history: list[dict], path: Path, title: str) -> None:
+    plt = _pyplot()
 
     steps = [r["env_steps"] for r in history]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)

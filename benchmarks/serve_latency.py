@@ -1,0 +1,354 @@
+"""Serving benchmark: per-step round trip and throughput of the planner server, with references.
+
+    python benchmarks/serve_latency.py [--bundle DIR] [--out serve_latency.json]   # or: l3p bench serve
+
+Measured in one run, on the same inputs:
+- the in-process planner (serving.bundle + serving.planner, no gRPC): the compute floor;
+- a bare gRPC echo server (generic handler, own process) answering with the same message sizes
+  as the planner: the transport floor, unary and ping-pong stream;
+- the planner server (`python -m serving.server`, own process): Act (unary) and Control
+  (stream) round trips, re-planning steps and subgoal-keeping steps reported separately;
+- aggregate actions/s with 1, 8 and 32 concurrent sessions (unary, closed loop; the client
+  threads share the machine with the server, as on a robot's computer).
+Machines are shared and noisy: compare rows within a run, not absolute numbers across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import queue
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
+
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
+
+from clients.local_server import LocalServer  # noqa: E402
+from protos import l3p_planner_pb2 as pb  # noqa: E402
+from protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
+from serving.bundle import Bundle, load_bundle  # noqa: E402
+from serving.planner import EpisodePlanner  # noqa: E402
+
+ECHO_SERVICE = "bench.Echo"
+TIMEOUT = 30.0
+
+
+# ------------------------------------------------------------------------- the echo server
+
+
+def run_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None:
+    """A gRPC server with no application work: bytes in, a fixed-size reply out."""
+    unary_reply, stream_reply = bytes(unary_reply_bytes), bytes(stream_reply_bytes)
+    handlers = {
+        "Unary": grpc.unary_unary_rpc_method_handler(lambda request, context: unary_reply),
+        "Stream": grpc.stream_stream_rpc_method_handler(
+            lambda requests, context: (stream_reply for _ in requests)
+        ),
+    }
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(ECHO_SERVICE, handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(f"ECHO_READY port={port}", flush=True)
+    server.wait_for_termination()
+
+
+class EchoProcess:
+    def __init__(self, unary_reply_bytes: int, stream_reply_bytes: int):
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--echo-server", str(unary_reply_bytes), str(stream_reply_bytes)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        line = self.process.stdout.readline()
+        match = re.match(r"ECHO_READY port=(\d+)", line)
+        if match is None:
+            self.process.kill()
+            raise RuntimeError(f"echo server did not start (printed {line!r})")
+        self.target = f"127.0.0.1:{match.group(1)}"
+
+    def __enter__(self) -> "EchoProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+# ------------------------------------------------------------------------------ workloads
+
+
+def make_episodes(bundle: Bundle, n: int, steps: int, seed: int = 0):
+    """(goal, observations [steps, obs_dim]) per episode: goals near landmarks, random-walk obs.
+
+    Observations do not depend on actions, so every transport sees exactly the same inputs."""
+    rng = np.random.default_rng(seed)
+    episodes = []
+    for _ in range(n):
+        goal = bundle.landmarks[rng.integers(bundle.n_landmarks)] + rng.normal(0, 0.05, bundle.goal_dim)
+        walk = np.cumsum(rng.normal(0, 0.02, (steps, bundle.obs_dim)), axis=0)
+        obs = rng.normal(0, 0.1, bundle.obs_dim) + walk
+        obs[:, : bundle.goal_dim] += bundle.landmarks.mean(axis=0)
+        episodes.append((goal.astype(np.float32), obs.astype(np.float32)))
+    return episodes
+
+
+# Each timing function returns seconds by kind: "start" (StartEpisode: the graph solve),
+# "replan" (steps that ran the graph search) and "keep" (steps that kept the subgoal).
+
+
+def _kind(replanned: bool) -> str:
+    return "replan" if replanned else "keep"
+
+
+def time_in_process(bundle: Bundle, episodes) -> dict[str, list[float]]:
+    times = collections.defaultdict(list)
+    for goal, observations in episodes:
+        started = time.perf_counter()
+        planner = EpisodePlanner(bundle.landmarks, goal, bundle.value_fn, bundle.planner_defaults)
+        times["start"].append(time.perf_counter() - started)
+        for obs in observations:
+            started = time.perf_counter()
+            result = planner.step(obs, bundle.distance_fn, bundle.policy_fn)
+            times[_kind(result.replanned)].append(time.perf_counter() - started)
+    return times
+
+
+def time_unary(stub, episodes) -> dict[str, list[float]]:
+    times = collections.defaultdict(list)
+    for goal, observations in episodes:
+        started = time.perf_counter()
+        session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT).session_id
+        times["start"].append(time.perf_counter() - started)
+        for obs in observations:
+            request = pb.ActRequest(session_id=session_id, observation=obs)
+            started = time.perf_counter()
+            response = stub.Act(request, timeout=TIMEOUT)
+            times[_kind(response.replanned)].append(time.perf_counter() - started)
+        stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
+    return times
+
+
+def time_stream(stub, episodes) -> dict[str, list[float]]:
+    times = collections.defaultdict(list)
+    for goal, observations in episodes:
+        requests = queue.SimpleQueue()
+        responses = stub.Control(iter(requests.get, None), timeout=TIMEOUT * len(observations))
+        requests.put(pb.ControlRequest(start=pb.StartEpisodeRequest(goal=goal)))
+        next(responses)
+        for obs in observations:
+            request = pb.ControlRequest(observation=pb.ActRequest(observation=obs))
+            started = time.perf_counter()
+            requests.put(request)
+            response = next(responses).action
+            times[_kind(response.replanned)].append(time.perf_counter() - started)
+        requests.put(None)
+        list(responses)
+    return times
+
+
+def time_echo(channel: grpc.Channel, calls: int, request_bytes: int, stream_request_bytes: int):
+    unary = channel.unary_unary(f"/{ECHO_SERVICE}/Unary")
+    payload = bytes(request_bytes)
+    unary_times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        unary(payload, timeout=TIMEOUT)
+        unary_times.append(time.perf_counter() - started)
+
+    stream = channel.stream_stream(f"/{ECHO_SERVICE}/Stream")
+    requests = queue.SimpleQueue()
+    responses = stream(iter(requests.get, None), timeout=TIMEOUT * calls)
+    payload = bytes(stream_request_bytes)
+    stream_times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        requests.put(payload)
+        next(responses)
+        stream_times.append(time.perf_counter() - started)
+    requests.put(None)
+    list(responses)
+    return unary_times, stream_times
+
+
+def throughput(target: str, episodes, sessions: int, seconds: float) -> float:
+    """Actions/s of `sessions` closed-loop clients, each with its own channel, thread and session.
+
+    Sessions are started before the clock runs (StartEpisode's graph solve is reported on its own
+    row) and then step through their observations, cycling, until the time is up."""
+    window = {}
+    start_line = threading.Barrier(  # the last to arrive opens the window for everyone
+        sessions + 1, action=lambda: window.update(start=time.monotonic())
+    )
+
+    def client(index: int) -> int:
+        goal, observations = episodes[index % len(episodes)]
+        with grpc.insecure_channel(target) as channel:
+            stub = pb_grpc.PlannerStub(channel)
+            session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT).session_id
+            start_line.wait()
+            steps = 0
+            while time.monotonic() < window["start"] + seconds:
+                obs = observations[steps % len(observations)]
+                stub.Act(pb.ActRequest(session_id=session_id, observation=obs), timeout=TIMEOUT)
+                steps += 1
+            stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
+            return steps
+
+    with futures.ThreadPoolExecutor(sessions) as pool:
+        results = [pool.submit(client, i) for i in range(sessions)]
+        start_line.wait()
+        total = sum(result.result() for result in results)
+    return total / (time.monotonic() - window["start"])
+
+
+# ------------------------------------------------------------------------------ reporting
+
+
+def summarize(seconds: list[float]) -> dict:
+    us = np.asarray(seconds) * 1e6
+    if us.size == 0:
+        return {"n": 0, "p50_us": None, "p99_us": None, "mean_us": None}
+    return {
+        "n": int(us.size),
+        "p50_us": round(float(np.percentile(us, 50)), 1),
+        "p99_us": round(float(np.percentile(us, 99)), 1),
+        "mean_us": round(float(us.mean()), 1),
+    }
+
+
+def print_table(report: dict) -> None:
+    print(f"\nper-step round trip (µs), {report['bundle']['env_id']}, "
+          f"{report['bundle']['n_landmarks']} landmarks, mode {report['bundle']['mode']}")
+    print(f"{'':44s}{'n':>7s}{'p50':>10s}{'p99':>10s}")
+    for name, row in report["latency"].items():
+        p50 = "-" if row["p50_us"] is None else f"{row['p50_us']:.0f}"
+        p99 = "-" if row["p99_us"] is None else f"{row['p99_us']:.0f}"
+        print(f"{name:44s}{row['n']:>7d}{p50:>10s}{p99:>10s}")
+    print("\nthroughput (unary Act, closed loop)")
+    print(f"{'concurrent sessions':>20s}{'actions/s':>12s}")
+    for sessions, rate in report["throughput_actions_per_s"].items():
+        print(f"{sessions:>20s}{rate:>12.0f}")
+    print(f"\nmessage bytes: {report['message_bytes']}")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="l3p bench serve", description=__doc__.split("\n")[0])
+    parser.add_argument("--bundle", type=Path,
+                        help="bundle to serve (default: export an untrained one to a temp dir; "
+                             "per-step cost depends on network and landmark sizes, not on training)")
+    parser.add_argument("--landmarks", type=int, default=80,
+                        help="landmarks of the untrained default bundle (default 80, the paper's)")
+    parser.add_argument("--episodes", type=int, default=40, help="episodes per transport (default 40)")
+    parser.add_argument("--steps", type=int, default=50, help="steps per episode (default 50)")
+    parser.add_argument("--echo-calls", type=int, default=2000,
+                        help="echo round trips per kind (default 2000)")
+    parser.add_argument("--throughput-seconds", type=float, default=8.0,
+                        help="seconds per concurrency level (default 8)")
+    parser.add_argument("--out", type=Path, default=Path("serve_latency.json"), help="JSON report")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        bundle_dir = args.bundle
+        if bundle_dir is None:
+            from training.export import export_untrained_bundle  # torch: only for the default
+
+            print(f"exporting an untrained bundle with {args.landmarks} landmarks...", flush=True)
+            bundle_dir = export_untrained_bundle(Path(scratch) / "bundle", n_landmarks=args.landmarks)
+        report = run(bundle_dir, args)
+    args.out.write_text(json.dumps(report, indent=2))
+    print_table(report)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def run(bundle_dir: Path, args) -> dict:
+    bundle = load_bundle(bundle_dir)
+    episodes = make_episodes(bundle, args.episodes, args.steps)
+    warmup = episodes[:2]
+
+    time_in_process(bundle, warmup)
+    in_process = time_in_process(bundle, episodes)
+
+    with LocalServer(bundle_dir, extra_args=["--max-sessions", "256"]) as server, \
+            grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        print(f"server on {server.target}; measuring...", flush=True)
+        # Message sizes as sent on the wire, for the echo server to mimic.
+        goal, observations = episodes[0]
+        session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT).session_id
+        act_request = pb.ActRequest(session_id=session_id, observation=observations[0])
+        act_response = stub.Act(act_request, timeout=TIMEOUT)
+        stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
+        sizes = {
+            "act_request": act_request.ByteSize(),
+            "act_response": act_response.ByteSize(),
+            "control_request": pb.ControlRequest(
+                observation=pb.ActRequest(observation=observations[0])).ByteSize(),
+            "control_response": pb.ControlResponse(action=act_response).ByteSize(),
+        }
+
+        with EchoProcess(sizes["act_response"], sizes["control_response"]) as echo, \
+                grpc.insecure_channel(echo.target) as echo_channel:
+            time_echo(echo_channel, 100, sizes["act_request"], sizes["control_request"])  # warm-up
+            echo_unary, echo_stream = time_echo(
+                echo_channel, args.echo_calls, sizes["act_request"], sizes["control_request"]
+            )
+        time_unary(stub, warmup)
+        unary = time_unary(stub, episodes)
+        time_stream(stub, warmup)
+        stream = time_stream(stub, episodes)
+
+        latency = {
+            "in-process planner, re-plan step": summarize(in_process["replan"]),
+            "in-process planner, keep step": summarize(in_process["keep"]),
+            "gRPC echo, unary": summarize(echo_unary),
+            "served Act (unary), re-plan step": summarize(unary["replan"]),
+            "served Act (unary), keep step": summarize(unary["keep"]),
+            "gRPC echo, stream ping-pong": summarize(echo_stream),
+            "served Control (stream), re-plan step": summarize(stream["replan"]),
+            "served Control (stream), keep step": summarize(stream["keep"]),
+            "in-process graph solve (episode start)": summarize(in_process["start"]),
+            "served StartEpisode (unary)": summarize(unary["start"]),
+        }
+
+        rates = {}
+        for sessions in (1, 8, 32):
+            rates[str(sessions)] = round(
+                throughput(server.target, episodes, sessions, args.throughput_seconds), 1
+            )
+
+    return {
+        "benchmark": "serve_latency",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version(), "grpc": grpc.__version__},
+        "bundle": {"path": str(bundle_dir), "env_id": bundle.env_id, "n_landmarks": bundle.n_landmarks,
+                   "mode": bundle.planner_defaults.mode, "sha256": bundle.sha256},
+        "settings": {"episodes": args.episodes, "steps": args.steps, "echo_calls": args.echo_calls,
+                     "throughput_seconds": args.throughput_seconds},
+        "message_bytes": sizes,
+        "latency": latency,
+        "throughput_actions_per_s": rates,
+    }
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--echo-server"]:
+        run_echo_server(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        sys.exit(main())

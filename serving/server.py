@@ -1,0 +1,467 @@
+"""The L3P planner gRPC server: one loaded bundle shared by many isolated episodes.
+
+    python -m serving.server --bundle DIR --port 0     # or: l3p serve --bundle DIR ...
+
+Every episode is a session holding its own `EpisodePlanner` (serving/planner.py) behind its own
+lock; the bundle's onnxruntime sessions are shared, since InferenceSession.run is thread-safe.
+Sessions, unary or stream, expire after --session-ttl seconds without a call. Requests over
+64 KiB are refused with RESOURCE_EXHAUSTED (ours are ~100 bytes; see MAX_MESSAGE_BYTES).
+Once listening, the server prints `L3P_SERVER_READY port=<N>` on stdout; logs are JSON lines on
+stderr. SIGTERM/SIGINT: health goes NOT_SERVING, new calls are refused, calls in flight get
+--shutdown-grace seconds to finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from protos import l3p_planner_pb2 as pb
+from protos import l3p_planner_pb2_grpc as pb_grpc
+from serving.bundle import Bundle, BundleError, load_bundle
+from serving.metrics import Metrics
+from serving.planner import EpisodePlanner
+from serving.sessions import Session, SessionLimitError, SessionNotFoundError, SessionStore
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Planner"].full_name  # "l3p.v1.Planner"
+
+# Requests are ~100 bytes; a small cap bounds the memory one call can make the server hold.
+# gRPC itself answers RESOURCE_EXHAUSTED ("Received message larger than max") past it.
+MAX_MESSAGE_BYTES = 64 * 1024
+
+_MODES = {pb.PLANNER_MODE_L3P: "l3p", pb.PLANNER_MODE_NAIVE: "naive", pb.PLANNER_MODE_POLICY: "policy"}
+_SEARCHES = {pb.SEARCH_KIND_SOFT: "soft", pb.SEARCH_KIND_HARD: "hard"}
+_MODE_ENUM = {name: value for value, name in _MODES.items()}
+_SEARCH_ENUM = {name: value for value, name in _SEARCHES.items()}
+
+log = logging.getLogger("l3p.serving")
+
+
+class InvalidRequestError(ValueError):
+    pass
+
+
+class StreamOrderError(RuntimeError):
+    pass
+
+
+# The application's error model: each expected failure maps to one status code. Anything else
+# is a bug and is answered INTERNAL with a short message (never UNKNOWN, never a traceback).
+_STATUS_OF = (
+    (InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
+    (SessionNotFoundError, grpc.StatusCode.NOT_FOUND),
+    (StreamOrderError, grpc.StatusCode.FAILED_PRECONDITION),
+    (SessionLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+)
+
+
+def _event(level: int, event: str, exc_info: BaseException | None = None, **fields) -> None:
+    log.log(level, event, exc_info=exc_info, extra={"fields": fields})
+
+
+def _answers_errors(handler):
+    """Turns a unary handler's exceptions into the error model's status codes."""
+
+    @functools.wraps(handler)
+    def wrapper(self, request, context):
+        try:
+            return handler(self, request, context)
+        except Exception as exc:
+            self._abort(context, exc, handler.__name__)
+
+    return wrapper
+
+
+class PlannerServicer(pb_grpc.PlannerServicer):
+    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics):
+        self._bundle = bundle
+        self._store = store
+        self._metrics = metrics
+        self._model_info = model_info(bundle)
+
+    @_answers_errors
+    def GetModelInfo(self, request, context):
+        return self._model_info
+
+    @_answers_errors
+    def StartEpisode(self, request, context):
+        return self._start(request)[1]
+
+    @_answers_errors
+    def Act(self, request, context):
+        return self._act(request.session_id, request.observation)
+
+    @_answers_errors
+    def EndEpisode(self, request, context):
+        session = self._store.pop(request.session_id)
+        with session.lock:  # a step still in flight is counted
+            planner = session.planner
+            steps, replans = planner.step_count, planner.replans
+        _event(logging.INFO, "session_ended", session=session.id, steps=steps, replans=replans,
+               reason="end_episode")
+        return pb.EndEpisodeResponse(steps=steps, replans=replans)
+
+    def Control(self, request_iterator, context):
+        session = None
+        try:
+            for request in request_iterator:
+                kind = request.WhichOneof("msg")
+                if kind == "start":
+                    if session is not None:
+                        raise StreamOrderError(
+                            "a second 'start' on this Control stream: one stream carries one "
+                            "episode; open a new stream for the next"
+                        )
+                    session, started = self._start(request.start)
+                    # Runs when the RPC ends for any reason: completion, error, client cancel.
+                    if not context.add_callback(functools.partial(self._end_stream, session.id)):
+                        self._end_stream(session.id)  # the RPC already ended
+                    yield pb.ControlResponse(started=started)
+                elif kind == "observation":
+                    if session is None:
+                        raise StreamOrderError(
+                            "'observation' before 'start': the first message on a Control "
+                            "stream must be 'start' carrying the goal"
+                        )
+                    yield pb.ControlResponse(
+                        action=self._act(session.id, request.observation.observation)
+                    )
+                else:
+                    raise InvalidRequestError(
+                        "ControlRequest has no message: set 'start' or 'observation'"
+                    )
+        except Exception as exc:
+            if context.is_active():  # else the client is gone and nobody reads an answer
+                self._abort(context, exc, "Control")
+
+    # -- the work shared by unary calls and the stream
+
+    def _start(self, request: pb.StartEpisodeRequest) -> tuple[Session, pb.StartEpisodeResponse]:
+        bundle = self._bundle
+        goal = self._vector(request.goal, "goal", bundle.goal_dim, "goal_dim")
+        config, seed = self._episode_config(request.options)
+        self._store.check_capacity()  # before the graph solve, the costly part of a start
+        planner = EpisodePlanner(bundle.landmarks, goal, bundle.value_fn, config, seed=seed)
+        session = self._store.add(planner)
+        self._metrics.sessions_started.inc()
+        _event(logging.INFO, "session_started", session=session.id, mode=config.mode,
+               search=config.search, seed=seed, live=len(self._store))
+        return session, pb.StartEpisodeResponse(
+            session_id=session.id,
+            n_landmarks=bundle.n_landmarks,
+            landmark_to_goal=planner.landmark_to_goal,
+        )
+
+    def _act(self, session_id: str, observation) -> pb.ActResponse:
+        started = time.perf_counter()
+        obs = self._vector(observation, "observation", self._bundle.obs_dim, "obs_dim")
+        session = self._store.get(session_id)
+        with session.lock:
+            step = session.planner.step_count
+            result = session.planner.step(obs, self._bundle.distance_fn, self._bundle.policy_fn)
+        response = pb.ActResponse(
+            action=result.action.tolist(),  # lists convert to repeated fields 2x faster than arrays
+            subgoal=result.subgoal.tolist(),
+            subgoal_index=result.subgoal_index,
+            replanned=result.replanned,
+            counter=result.counter,
+            step=step,
+            estimated_distance=result.estimated_distance,
+        )
+        self._metrics.steps.inc()
+        if result.replanned:
+            self._metrics.replans.inc()
+        self._metrics.step_latency[result.replanned].observe(time.perf_counter() - started)
+        return response
+
+    def _end_stream(self, session_id: str) -> None:
+        session = self._store.discard(session_id)
+        if session is not None:  # else EndEpisode or the TTL removed it first
+            _event(logging.INFO, "session_ended", session=session.id,
+                   steps=session.planner.step_count, replans=session.planner.replans,
+                   reason="stream_closed")
+
+    def _vector(self, values, field: str, dim: int, dim_name: str) -> np.ndarray:
+        if len(values) != dim:
+            raise InvalidRequestError(
+                f"{field} has {len(values)} values, expected {dim} "
+                f"({dim_name} of {self._bundle.env_id})"
+            )
+        vector = np.fromiter(values, np.float32, dim)
+        if not np.isfinite(vector).all():
+            bad = np.flatnonzero(~np.isfinite(vector))
+            raise InvalidRequestError(
+                f"{field}[{bad[0]}] is {vector[bad[0]]}, expected a finite number "
+                f"({bad.size} of {dim} values are NaN or Inf)"
+            )
+        return vector
+
+    def _episode_config(self, options: pb.EpisodeOptions):
+        overrides = {}
+        enums = (("mode", _MODES, pb.PlannerMode), ("search", _SEARCHES, pb.SearchKind))
+        for field, names, enum in enums:
+            value = getattr(options, field)
+            if value in names:
+                overrides[field] = names[value]
+            elif value != 0:  # 0 = unspecified: the bundle's default
+                expected = ", ".join(enum.Name(v) for v in names)
+                raise InvalidRequestError(
+                    f"options.{field} is {value}, not a known {enum.DESCRIPTOR.name}; "
+                    f"expected one of {expected} (or unset for the bundle's default)"
+                )
+        for field in ("d_max", "temperature", "local_horizon", "sample_subgoal"):
+            if options.HasField(field):
+                overrides[field] = getattr(options, field)
+        try:
+            config = self._bundle.planner_defaults.replace(**overrides)
+        except ValueError as exc:
+            raise InvalidRequestError(f"options.{exc}") from None
+        return config, (options.seed if options.HasField("seed") else None)
+
+    def _abort(self, context: grpc.ServicerContext, exc: Exception, method: str) -> None:
+        code = next((code for kind, code in _STATUS_OF if isinstance(exc, kind)), None)
+        if code is None:
+            _event(logging.ERROR, "internal_error", method=method, error=repr(exc), exc_info=exc)
+            code, message = grpc.StatusCode.INTERNAL, f"internal error in {method}; see server log"
+        else:
+            message = str(exc)
+            _event(logging.INFO, "request_error", method=method, code=code.name, message=message)
+        self._metrics.errors.labels(code.name).inc()
+        context.abort(code, message)
+
+
+def model_info(bundle: Bundle) -> pb.ModelInfo:
+    defaults = bundle.planner_defaults
+    return pb.ModelInfo(
+        env_id=bundle.env_id,
+        obs_dim=bundle.obs_dim,
+        goal_dim=bundle.goal_dim,
+        action_dim=bundle.action_dim,
+        action_low=bundle.action_low,
+        action_high=bundle.action_high,
+        n_landmarks=bundle.n_landmarks,
+        format_version=bundle.manifest["format_version"],
+        bundle_sha256=bundle.sha256,
+        gamma=bundle.gamma,
+        defaults=pb.PlannerDefaults(
+            n_landmarks=bundle.n_landmarks,
+            d_max=defaults.d_max,
+            temperature=defaults.temperature,
+            search=_SEARCH_ENUM[defaults.search],
+            search_iterations=defaults.search_iterations,
+            local_horizon=defaults.local_horizon,
+            mode=_MODE_ENUM[defaults.mode],
+        ),
+        provenance_json=json.dumps(bundle.manifest.get("provenance", {})),
+    )
+
+
+class PlannerServer:
+    """The gRPC server with the planner, health and reflection services and the TTL reaper."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        session_ttl_s: float = 300.0,
+        max_sessions: int = 1024,
+        workers: int = 16,
+    ):
+        self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire)
+        self.metrics = Metrics(sessions_live=lambda: len(self.store))
+        self.health = health.HealthServicer()
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="l3p-rpc"),
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                # Ping idle connections so a robot that vanished without closing its stream is
+                # noticed, its call cancelled and its session freed.
+                ("grpc.keepalive_time_ms", 60_000),
+                ("grpc.keepalive_timeout_ms", 20_000),
+                # Accept client keepalive pings down to 10 s instead of answering GOAWAY.
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+            ],
+        )
+        pb_grpc.add_PlannerServicer_to_server(
+            PlannerServicer(bundle, self.store, self.metrics), self._server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
+        )
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.port = self._server.add_insecure_port(address)  # RuntimeError if it cannot bind
+        self._reaper_stop = threading.Event()
+        self._reaper = threading.Thread(
+            target=self.store.run_reaper,
+            args=(self._reaper_stop, min(1.0, session_ttl_s / 2)),
+            name="l3p-session-reaper",
+            daemon=True,
+        )
+
+    def start(self) -> None:
+        self._server.start()
+        self._reaper.start()
+        for service in ("", SERVICE_NAME):  # "" is the server as a whole
+            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace_s: float | None) -> None:
+        """Health NOT_SERVING, refuse new calls, give calls in flight grace_s to finish.
+
+        Returns at once; wait_for_termination() returns when the server has stopped.
+        A second call with a smaller grace stops sooner (gRPC semantics)."""
+        self.health.enter_graceful_shutdown()
+        self._server.stop(grace_s)
+        self._reaper_stop.set()
+
+    def wait_for_termination(self) -> None:
+        # grpc waits in short slices, so signal handlers run promptly in the main thread.
+        self._server.wait_for_termination()
+
+    def _on_expire(self, session: Session) -> None:
+        self.metrics.sessions_expired.inc()
+        _event(logging.INFO, "session_expired", session=session.id,
+               steps=session.planner.step_count, ttl_s=self.store.ttl_s)
+
+
+# -- command line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, event, then the event's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+            .isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+            **getattr(record, "fields", {}),
+        }
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    # The root logger, so grpc's own messages are JSON lines too.
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port in [0, 65535], got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    return value
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bundle", type=Path, required=True, help="model bundle directory")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1; 0.0.0.0 exposes the server)")
+    parser.add_argument("--port", type=_port, default=50051,
+                        help="gRPC port (default 50051; 0 picks a free one, printed as "
+                             "'L3P_SERVER_READY port=N')")
+    parser.add_argument("--session-ttl", type=_seconds, default=300.0,
+                        help="seconds an idle episode is kept (default 300)")
+    parser.add_argument("--max-sessions", type=_count, default=1024,
+                        help="live episodes at most; more answer RESOURCE_EXHAUSTED (default 1024)")
+    parser.add_argument("--workers", type=_count, default=16,
+                        help="RPC worker threads (default 16); each open Control stream holds one")
+    parser.add_argument("--shutdown-grace", type=_seconds, default=10.0,
+                        help="seconds calls in flight may take to finish on SIGTERM (default 10)")
+    parser.add_argument("--log-level", default="info",
+                        choices=("debug", "info", "warning", "error"), help="default info")
+    parser.add_argument("--metrics-port", type=_port, default=0,
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off)")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    try:
+        bundle = load_bundle(args.bundle)
+        server = PlannerServer(
+            bundle,
+            host=args.host,
+            port=args.port,
+            session_ttl_s=args.session_ttl,
+            max_sessions=args.max_sessions,
+            workers=args.workers,
+        )
+        if args.metrics_port:
+            server.metrics.serve_http(args.metrics_port, args.host)
+    # A bad bundle, a port that cannot be bound: one line for the operator, no traceback.
+    except (BundleError, RuntimeError) as exc:  # grpc raises RuntimeError when it cannot bind
+        print(f"l3p serve: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except OSError as exc:
+        print(f"l3p serve: error: metrics port {args.metrics_port}: {exc.strerror}",
+              file=sys.stderr, flush=True)
+        return 2
+
+    signals = 0
+
+    def on_signal(signum, frame):
+        nonlocal signals
+        signals += 1
+        grace = args.shutdown_grace if signals == 1 else 0  # a second signal: stop now
+        _event(logging.INFO, "shutting_down", signal=signal.Signals(signum).name, grace_s=grace)
+        server.stop(grace)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+    server.start()
+    _event(logging.INFO, "serving", host=args.host, port=server.port, env_id=bundle.env_id,
+           bundle=str(args.bundle), bundle_sha256=bundle.sha256, n_landmarks=bundle.n_landmarks,
+           metrics_port=args.metrics_port or None, session_ttl_s=args.session_ttl,
+           max_sessions=args.max_sessions, workers=args.workers,
+           max_message_bytes=MAX_MESSAGE_BYTES)
+    print(f"L3P_SERVER_READY port={server.port}", flush=True)
+    server.wait_for_termination()
+    _event(logging.INFO, "stopped", live_sessions=len(server.store))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serving.server", description=__doc__.split("\n")[0])
+    add_serve_arguments(parser)
+    return run_serve(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

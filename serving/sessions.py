@@ -1,0 +1,121 @@
+"""The session store: live episodes by id, bounded in number, freed after an idle TTL.
+
+One lock guards the dictionary and is held only for dictionary work. Inference runs under the
+session's own lock (`Session.lock`), so episodes never wait for each other.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+class SessionNotFoundError(KeyError):
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class SessionLimitError(RuntimeError):
+    pass
+
+
+@dataclass(eq=False)
+class Session:
+    id: str
+    planner: Any  # serving.planner.EpisodePlanner; the store does not look inside
+    last_used: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class SessionStore:
+    def __init__(
+        self,
+        ttl_s: float,
+        max_sessions: int,
+        on_expire: Callable[[Session], None] = lambda session: None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.ttl_s = ttl_s
+        self.max_sessions = max_sessions
+        self._on_expire = on_expire
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def check_capacity(self) -> None:
+        """SessionLimitError unless a session can be added now (idle ones are expired first).
+
+        Lets a caller refuse before doing the work a new session needs."""
+        if len(self._sessions) >= self.max_sessions:
+            self.expire()
+        if len(self._sessions) >= self.max_sessions:
+            raise self._limit_error()
+
+    def add(self, planner: Any) -> Session:
+        """Stores a new session; SessionLimitError when max_sessions are live."""
+        self.check_capacity()
+        session = Session(id=secrets.token_hex(16), planner=planner, last_used=self._clock())
+        with self._lock:
+            if len(self._sessions) >= self.max_sessions:  # filled up since the check
+                raise self._limit_error()
+            self._sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str) -> Session:
+        """The live session with this id, marked as used now; SessionNotFoundError otherwise."""
+        now = self._clock()
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None and now - session.last_used <= self.ttl_s:
+                session.last_used = now
+                return session
+        if session is not None:
+            self.expire()
+        raise self._not_found(session_id)
+
+    def pop(self, session_id: str) -> Session:
+        """Removes and returns the session (an explicit end); SessionNotFoundError if none."""
+        with self._lock:
+            session = self._sessions.pop(session_id, None)
+        if session is None:
+            raise self._not_found(session_id)
+        return session
+
+    def discard(self, session_id: str) -> Session | None:
+        """Removes the session if it is still there (a stream's cleanup, which may race expiry)."""
+        with self._lock:
+            return self._sessions.pop(session_id, None)
+
+    def expire(self) -> list[Session]:
+        """Removes every session idle for longer than the TTL and reports each to on_expire."""
+        deadline = self._clock() - self.ttl_s
+        with self._lock:
+            expired = [s for s in self._sessions.values() if s.last_used < deadline]
+            for session in expired:
+                del self._sessions[session.id]
+        for session in expired:
+            self._on_expire(session)
+        return expired
+
+    def run_reaper(self, stop: threading.Event, interval_s: float) -> None:
+        """Calls expire() every interval_s until stop is set; meant for a daemon thread."""
+        while not stop.wait(interval_s):
+            self.expire()
+
+    def _limit_error(self) -> SessionLimitError:
+        return SessionLimitError(
+            f"session limit reached: {self.max_sessions} live sessions (--max-sessions); "
+            f"end finished episodes or let idle ones expire ({self.ttl_s:g} s TTL)"
+        )
+
+    def _not_found(self, session_id: str) -> SessionNotFoundError:
+        return SessionNotFoundError(
+            f"session_id {session_id[:64]!r} is not a live session: unknown, ended, or idle for "
+            f"more than {self.ttl_s:g} s (expired); start a new episode"
+        )

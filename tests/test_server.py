@@ -1,0 +1,314 @@
+"""Unit tests of serving/: the bundle loader, the session store, and the servicer's error model.
+
+End-to-end tests against the real server process are in test_server_e2e.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import grpc
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from protos import l3p_planner_pb2 as pb
+from protos import l3p_planner_pb2_grpc as pb_grpc
+from serving.bundle import BundleError, bundle_digest, load_bundle, session_options
+from serving.planner import PlannerConfig
+from serving.server import JsonFormatter, PlannerServer, add_serve_arguments
+from serving.sessions import SessionLimitError, SessionNotFoundError, SessionStore
+
+# ---------------------------------------------------------------------------- bundle loader
+
+
+@pytest.fixture
+def bundle_copy(untrained_bundle, tmp_path) -> Path:
+    """A scratch copy of the untrained bundle that a test may break."""
+    return Path(shutil.copytree(untrained_bundle, tmp_path / "bundle"))
+
+
+def edit_manifest(bundle: Path, edit) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    edit(manifest)
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_loads_a_valid_bundle(untrained_bundle):
+    manifest = json.loads((untrained_bundle / "manifest.json").read_text())
+    bundle = load_bundle(untrained_bundle)
+
+    assert bundle.env_id == manifest["env_id"] == "FetchReach-v4"
+    assert (bundle.obs_dim, bundle.goal_dim, bundle.action_dim) == (10, 3, 4)
+    assert bundle.landmarks.shape == (manifest["n_landmarks"], 3)
+    assert bundle.landmarks.dtype == np.float32 and np.isfinite(bundle.landmarks).all()
+    assert bundle.planner_defaults == PlannerConfig(**manifest["planner"])
+    assert bundle.sha256 == bundle_digest(manifest["files"])
+    assert list(bundle.action_low) == manifest["action_low"]
+
+    # The planner_api.md callables: one batched call each, with the documented shapes.
+    n = bundle.n_landmarks + 1
+    obs = np.zeros((n, bundle.obs_dim), np.float32)
+    goals = np.concatenate([bundle.landmarks, bundle.landmarks[:1]])
+    distance, action = bundle.distance_fn(obs, goals)
+    assert distance.shape == (n,) and action.shape == (n, bundle.action_dim)
+    np.testing.assert_allclose(bundle.policy_fn(obs, goals), action, atol=1e-6)
+    assert bundle.value_fn(goals, goals[::-1]).shape == (n,)
+
+
+def test_sessions_are_tuned_for_latency():
+    options = session_options()
+    assert options.intra_op_num_threads == 1
+    assert options.inter_op_num_threads == 1
+    assert options.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
+
+
+def _set(path: str, value):
+    def edit(manifest):
+        *parents, key = path.split(".")
+        node = manifest
+        for parent in parents:
+            node = node[parent]
+        node[key] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_set("format", "other"), "'format' is 'other', expected 'l3p-bundle'"),
+        (_set("format_version", 2), "'format_version' is 2, expected 1"),
+        (_set("dims.obs", "ten"), "'dims.obs' is 'ten', expected a positive integer"),
+        (_set("action_low", [-1, -1]), "'action_low' is [-1, -1], expected a list of 4"),
+        (_set("gamma", 1.5), "'gamma' is 1.5, expected a number in (0, 1)"),
+        (_set("planner.d_max", -1), "'planner' is invalid: d_max must be a finite number > 0"),
+        (_set("planner.beam", 3), "'planner' is invalid"),
+        (_set("files.value", None), "'files.value' is None"),
+        (_set("files.actor.path", "../actor.onnx"), "leaves the bundle directory"),
+        # dims that disagree with the graphs: the signature check names the graph and input
+        (_set("dims.obs", 11), "actor.onnx: input 'obs' is tensor(float) ['batch', 10], expected"),
+        (_set("n_landmarks", 17), "output 'landmarks' is tensor(float) [16, 3], expected"),
+    ],
+)
+def test_refuses_a_bad_manifest(bundle_copy, edit, message):
+    edit_manifest(bundle_copy, edit)
+    with pytest.raises(BundleError) as error:
+        load_bundle(bundle_copy)
+    assert message in str(error.value)
+
+
+def test_refuses_a_graph_with_another_signature(bundle_copy):
+    # The value graph listed (with its correct digest) as the actor: names do not match.
+    edit_manifest(bundle_copy, lambda m: m["files"].__setitem__("actor", m["files"]["value"]))
+    with pytest.raises(BundleError) as error:
+        load_bundle(bundle_copy)
+    assert "value.onnx: inputs are ['goal_a', 'goal_b'], expected ['obs', 'goal']" in str(error.value)
+
+
+def test_refuses_missing_manifest_or_file(bundle_copy, tmp_path):
+    (bundle_copy / "distance.onnx").unlink()
+    with pytest.raises(BundleError, match=r"distance\.onnx is missing"):
+        load_bundle(bundle_copy)
+    (bundle_copy / "manifest.json").unlink()
+    with pytest.raises(BundleError, match=r"manifest\.json is missing"):
+        load_bundle(bundle_copy)
+    with pytest.raises(BundleError, match="not a directory"):
+        load_bundle(tmp_path / "nowhere")
+    (bundle_copy / "manifest.json").write_text("{not json")
+    with pytest.raises(BundleError, match="not readable JSON"):
+        load_bundle(bundle_copy)
+
+
+def test_refuses_a_checksum_mismatch(bundle_copy):
+    with open(bundle_copy / "value.onnx", "ab") as file:
+        file.write(b"\0")
+    with pytest.raises(BundleError, match=r"value\.onnx: sha256 [0-9a-f]{64} does not match"):
+        load_bundle(bundle_copy)
+
+
+def test_refuses_a_file_onnxruntime_cannot_load(bundle_copy):
+    import hashlib
+
+    garbage = b"not an onnx model"
+    (bundle_copy / "actor.onnx").write_bytes(garbage)
+    digest = hashlib.sha256(garbage).hexdigest()
+    edit_manifest(bundle_copy, _set("files.actor.sha256", digest))
+    with pytest.raises(BundleError, match=r"actor\.onnx: onnxruntime cannot load it"):
+        load_bundle(bundle_copy)
+
+
+# ---------------------------------------------------------------------------- session store
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_store_add_get_pop():
+    store = SessionStore(ttl_s=10, max_sessions=4, clock=FakeClock())
+    session = store.add("planner")
+    assert store.get(session.id) is session and session.planner == "planner"
+    assert len(store) == 1
+    assert store.pop(session.id) is session
+    with pytest.raises(SessionNotFoundError, match="unknown, ended, or idle for more than 10 s"):
+        store.get(session.id)
+    with pytest.raises(SessionNotFoundError):
+        store.pop(session.id)
+    assert store.discard(session.id) is None  # a stream's cleanup after EndEpisode: no error
+
+
+def test_store_expires_idle_sessions():
+    clock = FakeClock()
+    expired = []
+    store = SessionStore(ttl_s=10, max_sessions=4, on_expire=expired.append, clock=clock)
+    idle, busy = store.add("idle"), store.add("busy")
+    clock.now += 6
+    store.get(busy.id)  # use refreshes the idle timer
+    clock.now += 6
+    assert store.expire() == [idle] and expired == [idle]
+    assert store.get(busy.id) is busy
+    clock.now += 10.5
+    with pytest.raises(SessionNotFoundError):  # expiry is checked on access, not only by sweeps
+        store.get(busy.id)
+    assert expired == [idle, busy] and len(store) == 0
+
+
+def test_store_limits_live_sessions():
+    clock = FakeClock()
+    store = SessionStore(ttl_s=10, max_sessions=2, clock=clock)
+    first = store.add("a")
+    store.add("b")
+    with pytest.raises(SessionLimitError, match="2 live sessions .--max-sessions."):
+        store.add("c")
+    with pytest.raises(SessionLimitError):  # the server asks before it solves a graph
+        store.check_capacity()
+    store.pop(first.id)
+    store.add("c")
+    clock.now += 11  # expired sessions do not count against the limit
+    store.add("d")
+    assert len(store) == 1
+
+
+def test_store_reaper_expires_in_the_background():
+    clock = FakeClock()
+    store = SessionStore(ttl_s=1, max_sessions=4, clock=clock)
+    store.add("x")
+    stop = threading.Event()
+    reaper = threading.Thread(target=store.run_reaper, args=(stop, 0.01))
+    reaper.start()
+    clock.now += 2
+    for _ in range(500):
+        if len(store) == 0:
+            break
+        threading.Event().wait(0.01)
+    stop.set()
+    reaper.join(5)
+    assert len(store) == 0 and not reaper.is_alive()
+
+
+def test_store_is_thread_safe():
+    store = SessionStore(ttl_s=60, max_sessions=10_000)
+    ids, errors = [], []
+
+    def churn():
+        try:
+            for _ in range(300):
+                session = store.add(None)
+                ids.append(session.id)
+                assert store.get(session.id) is session
+                store.pop(session.id)
+        except Exception as exc:  # surfaced by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=churn) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(store) == 0 and len(set(ids)) == 8 * 300
+
+
+# ---------------------------------------------------------------------- servicer, in process
+
+
+class Exploding:
+    """Stands in for an onnxruntime session whose run fails: a bug, not a bad request."""
+
+    def run(self, *args, **kwargs):
+        raise RuntimeError("boom: a bug deep inside inference")
+
+
+def test_a_handler_bug_answers_internal_not_unknown(untrained_bundle):
+    bundle = dataclasses.replace(load_bundle(untrained_bundle), distance=Exploding())
+    server = PlannerServer(bundle)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = pb_grpc.PlannerStub(channel)
+            goal = bundle.landmarks[0].tolist()
+            session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=10).session_id
+            obs = [0.0] * bundle.obs_dim
+            with pytest.raises(grpc.RpcError) as error:  # the first step re-plans: distance.onnx
+                stub.Act(pb.ActRequest(session_id=session_id, observation=obs), timeout=10)
+            assert error.value.code() == grpc.StatusCode.INTERNAL
+            assert error.value.details() == "internal error in Act; see server log"
+
+            stream = stub.Control(
+                iter([pb.ControlRequest(start=pb.StartEpisodeRequest(goal=goal)),
+                      pb.ControlRequest(observation=pb.ActRequest(observation=obs))]),
+                timeout=10,
+            )
+            with pytest.raises(grpc.RpcError) as error:
+                list(stream)
+            assert error.value.code() == grpc.StatusCode.INTERNAL
+
+            # Other sessions and methods are unaffected.
+            assert stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).obs_dim == 10
+        sample = server.metrics.registry.get_sample_value
+        assert sample("l3p_errors_total", {"code": "INTERNAL"}) == 2
+    finally:
+        server.stop(None)
+        server.wait_for_termination()
+
+
+def test_json_log_lines():
+    formatter = JsonFormatter()
+    try:
+        raise ValueError("bad\nthing")
+    except ValueError:
+        record = logging.getLogger("t").makeRecord(
+            "t", logging.ERROR, __file__, 1, "internal_error", None, sys.exc_info(),
+            extra={"fields": {"method": "Act", "session": "abc"}},
+        )
+    line = formatter.format(record)
+    assert "\n" not in line
+    entry = json.loads(line)
+    assert entry["event"] == "internal_error" and entry["level"] == "error"
+    assert entry["method"] == "Act" and "ValueError: bad\nthing" in entry["traceback"]
+
+
+def test_serve_arguments():
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    args = parser.parse_args(["--bundle", "b"])
+    assert (args.host, args.port, args.session_ttl, args.max_sessions, args.workers) == (
+        "127.0.0.1", 50051, 300.0, 1024, 16,
+    )
+    assert args.metrics_port == 0 and args.bundle == Path("b")
+    for bad in (["--port", "70000"], ["--max-sessions", "0"], ["--session-ttl", "-1"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--bundle", "b", *bad])
+    with pytest.raises(SystemExit):
+        parser.parse_args([])  # --bundle is required
