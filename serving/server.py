@@ -59,6 +59,10 @@ class StreamOrderError(RuntimeError):
     pass
 
 
+class StreamLimitError(RuntimeError):
+    pass
+
+
 # The application's error model: each expected failure maps to one status code. Anything else
 # is a bug and is answered INTERNAL with a short message (never UNKNOWN, never a traceback).
 _STATUS_OF = (
@@ -66,6 +70,7 @@ _STATUS_OF = (
     (SessionNotFoundError, grpc.StatusCode.NOT_FOUND),
     (StreamOrderError, grpc.StatusCode.FAILED_PRECONDITION),
     (SessionLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (StreamLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
 )
 
 
@@ -86,12 +91,22 @@ def _answers_errors(handler):
     return wrapper
 
 
+def stream_slots(workers: int) -> int:
+    """Control streams allowed at once. Each open stream holds a worker thread for its whole
+    episode; keeping a few threads for unary calls means a stream past the limit is answered
+    RESOURCE_EXHAUSTED at once instead of waiting silently for a free thread."""
+    return max(1, workers - min(4, workers // 2))
+
+
 class PlannerServicer(pb_grpc.PlannerServicer):
-    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics):
+    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics, workers: int = 64):
         self._bundle = bundle
         self._store = store
         self._metrics = metrics
         self._model_info = model_info(bundle)
+        self._workers = workers
+        self._max_streams = stream_slots(workers)
+        self._stream_slots = threading.BoundedSemaphore(self._max_streams)
 
     @_answers_errors
     def GetModelInfo(self, request, context):
@@ -116,6 +131,11 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         return pb.EndEpisodeResponse(steps=steps, replans=replans)
 
     def Control(self, request_iterator, context):
+        if not self._stream_slots.acquire(blocking=False):
+            self._abort(context, StreamLimitError(
+                f"all {self._max_streams} Control stream slots are in use (the server runs "
+                f"--workers {self._workers}); retry later, start the server with more --workers, "
+                f"or use unary Act"), "Control")
         session = None
         try:
             for request in request_iterator:
@@ -147,6 +167,8 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         except Exception as exc:
             if context.is_active():  # else the client is gone and nobody reads an answer
                 self._abort(context, exc, "Control")
+        finally:
+            self._stream_slots.release()
 
     # -- the work shared by unary calls and the stream
 
@@ -281,7 +303,7 @@ class PlannerServer:
         port: int = 0,
         session_ttl_s: float = 300.0,
         max_sessions: int = 1024,
-        workers: int = 16,
+        workers: int = 64,
     ):
         self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire)
         self.metrics = Metrics(sessions_live=lambda: len(self.store))
@@ -300,7 +322,7 @@ class PlannerServer:
             ],
         )
         pb_grpc.add_PlannerServicer_to_server(
-            PlannerServicer(bundle, self.store, self.metrics), self._server
+            PlannerServicer(bundle, self.store, self.metrics, workers), self._server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         reflection.enable_server_reflection(
@@ -400,8 +422,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds an idle episode is kept (default 300)")
     parser.add_argument("--max-sessions", type=_count, default=1024,
                         help="live episodes at most; more answer RESOURCE_EXHAUSTED (default 1024)")
-    parser.add_argument("--workers", type=_count, default=16,
-                        help="RPC worker threads (default 16); each open Control stream holds one")
+    parser.add_argument("--workers", type=_count, default=64,
+                        help="RPC worker threads (default 64); each open Control stream holds one, "
+                             "and all but 4 may be streams (more answer RESOURCE_EXHAUSTED)")
     parser.add_argument("--shutdown-grace", type=_seconds, default=10.0,
                         help="seconds calls in flight may take to finish on SIGTERM (default 10)")
     parser.add_argument("--log-level", default="info",

@@ -304,7 +304,7 @@ def test_serve_arguments():
     add_serve_arguments(parser)
     args = parser.parse_args(["--bundle", "b"])
     assert (args.host, args.port, args.session_ttl, args.max_sessions, args.workers) == (
-        "127.0.0.1", 50051, 300.0, 1024, 16,
+        "127.0.0.1", 50051, 300.0, 1024, 64,
     )
     assert args.metrics_port == 0 and args.bundle == Path("b")
     for bad in (["--port", "70000"], ["--max-sessions", "0"], ["--session-ttl", "-1"]):

@@ -505,6 +505,29 @@ def test_idle_sessions_expire(short_ttl_server):
     assert "idle for more than 1 s (expired)" in error.details()
 
 
+def test_streams_past_the_worker_budget_are_refused_not_stalled(untrained_bundle):
+    """--workers 6 allows 3 streams (3 threads stay for unary calls); a fourth is refused at once."""
+    for served in serve(untrained_bundle, "--workers", "6"):
+        obs, goal = initial(3)
+        open_streams = [StreamEpisode(served.stub) for _ in range(3)]
+        for stream in open_streams:
+            stream.start(goal)
+        extra = StreamEpisode(served.stub)
+        with pytest.raises(grpc.RpcError) as refused_call:
+            extra.start(goal)
+        assert refused_call.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "all 3 Control stream slots are in use" in refused_call.value.details()
+        # unary episodes and the open streams carry on
+        run_unary(served.stub, seed=4, steps=3)
+        assert all(np.isfinite(stream.act(obs).action).all() for stream in open_streams)
+        open_streams.pop().close()  # a freed slot is usable again
+        again = StreamEpisode(served.stub)
+        assert again.start(goal).session_id
+        again.close()
+        for stream in open_streams:
+            stream.close()
+
+
 # ------------------------------------------------------------- health, reflection, shutdown
 
 
