@@ -298,6 +298,133 @@ def test_soft_search_blocks_rows_like_one_block(monkeypatch: pytest.MonkeyPatch)
     np.testing.assert_allclose(shortest_paths_soft(w, 1.1, 5), whole, rtol=0, atol=1e-12)
 
 
+def soft_reference(w: np.ndarray, temperature: float, iterations: int) -> np.ndarray:
+    """The soft update straight from its docstring: one [i, k, j] candidate tensor per
+    iteration, an exact softmin (no floors, no fast path) and no early exit."""
+    d = np.array(w, dtype=np.float64)
+    np.fill_diagonal(d, 0.0)
+    for _ in range(iterations):
+        with np.errstate(invalid="ignore", under="ignore", over="ignore", divide="ignore"):
+            cand = d[:, :, None] + d[None, :, :]  # cand[i, k, j] = d_ik + d_kj
+            finite = np.isfinite(cand)
+            best = cand.min(axis=1, keepdims=True)
+            weights = np.where(finite, np.exp(-(cand - best) / temperature), 0.0)
+            mean = np.where(finite, weights * cand, 0.0).sum(axis=1) / weights.sum(axis=1)
+            expectation = np.where(np.isfinite(best[:, 0]), mean, INF)
+        d = np.minimum(d, expectation)
+        np.fill_diagonal(d, 0.0)
+    return d
+
+
+def soft_test_graphs() -> dict[str, np.ndarray]:
+    """Graphs for the soft search: the known ones, random ones, zero / tiny edges, and
+    two-way chains whose long paths (up to ~1000 steps, ~900 temperatures at 1.1) fall
+    outside the BLAS fast path of the implementation, alone or mixed with short pairs."""
+    g = dict(known_graphs())
+    rng = np.random.default_rng(5)
+    for n in (12, 40):
+        w = rng.uniform(0.5, 30.0, (n, n))
+        w[rng.random((n, n)) > 0.2] = INF
+        g[f"random_{n}"] = w
+        w = rng.uniform(0.0, 3.0, (n, n))
+        w[rng.random((n, n)) > 0.3] = INF
+        w[rng.random((n, n)) < 0.05] = 0.0
+        w[rng.random((n, n)) < 0.05] = 1e-200  # b = a * w must not go subnormal
+        g[f"zero_and_tiny_edges_{n}"] = w
+        w = np.full((n, n), INF)
+        hops = np.arange(n - 1)
+        w[hops, hops + 1] = rng.uniform(5.0, 40.0, n - 1)
+        w[hops + 1, hops] = rng.uniform(5.0, 40.0, n - 1)
+        g[f"long_chain_{n}"] = w
+    for w in g.values():
+        np.fill_diagonal(w, 0.0)
+    return g
+
+
+@pytest.mark.parametrize("temperature", [1e-3, 0.1, 1.1, 5.0])
+@pytest.mark.parametrize("name", sorted(soft_test_graphs()))
+def test_soft_search_matches_reference(name: str, temperature: float) -> None:
+    w = soft_test_graphs()[name]
+    expected = soft_reference(w, temperature, 20)
+    with np.errstate(all="raise"):  # no stray floating-point warnings on any path
+        soft = shortest_paths_soft(w, temperature, 20)
+    assert np.all(np.diag(soft) == 0.0)
+    # Fast path and rounding guard: ~1e-10 steps on paths of up to ~1000 steps.
+    assert_same_distances(soft, expected, atol=1e-8)
+    exact = dijkstra_all_pairs(w)
+    finite = np.isfinite(exact)
+    assert (soft[finite] - exact[finite]).min() >= -1e-9  # never shorter than exact
+
+
+
+def test_soft_search_is_never_shorter_than_exact() -> None:
+    # Integer weights: every path length is exact in floating point, so the documented
+    # bound soft >= exact must hold with no tolerance at all (float rounding included).
+    rng = np.random.default_rng(11)
+    for n in (6, 20, 45):
+        for _ in range(5):
+            w = rng.integers(1, 30, (n, n)).astype(np.float64)
+            w[rng.random((n, n)) > 0.25] = INF
+            exact = shortest_paths_hard(w)
+            for temperature in (0.1, 1.1, 5.0):
+                soft = shortest_paths_soft(w, temperature, 20)
+                np.testing.assert_array_equal(np.isfinite(soft), np.isfinite(exact))
+                finite = np.isfinite(exact)
+                assert np.all(soft[finite] >= exact[finite])
+
+def test_soft_search_80_node_graph_matches_reference() -> None:
+    w = random_point_graph()
+    assert_same_distances(shortest_paths_soft(w, 1.1, 20), soft_reference(w, 1.1, 20), atol=1e-9)
+
+
+def test_soft_search_fast_path_matches_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    import serving.planner as planner_module
+
+    w = random_point_graph()
+    fast = shortest_paths_soft(w, 1.1, 20)
+    # A zero error budget sends every pair through the exact per-pair path; small blocks.
+    monkeypatch.setattr(planner_module, "_SOFT_FAST_ATOL", 0.0)
+    monkeypatch.setattr(planner_module, "_SOFT_BLOCK_ELEMENTS", 81 * 100)
+    exact_path = shortest_paths_soft(w, 1.1, 20)
+    assert_same_distances(fast, exact_path, atol=1e-9)
+    monkeypatch.setattr(planner_module, "_SOFT_BLOCK_ELEMENTS", 1 << 20)  # one block
+    np.testing.assert_array_equal(shortest_paths_soft(w, 1.1, 20), exact_path)
+
+
+def test_soft_search_early_exit_returns_the_fixed_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    import serving.planner as planner_module
+
+    real_update = planner_module._soft_expectation
+    calls: list[int] = []
+
+    def counting_update(d: np.ndarray, temperature: float) -> np.ndarray:
+        calls.append(1)
+        return real_update(d, temperature)
+
+    monkeypatch.setattr(planner_module, "_soft_expectation", counting_update)
+    cases = [
+        (soft_test_graphs()["long_chain_40"], 1e-3, 20),  # min-plus squaring: ~log2(n) steps
+        (random_point_graph(), 1.1, 200),  # the fast path also reaches a float fixed point
+        (known_graphs()["two_components"], 1.1, 500),  # nothing to relax: 1 step + 1 check
+    ]
+    for w, temperature, budget in cases:
+        calls.clear()
+        settled = shortest_paths_soft(w, temperature, budget)
+        assert len(calls) < budget  # it stopped early ...
+        # ... at a fixed point of the update, i.e. exactly what the remaining iterations return.
+        again = np.minimum(settled, real_update(settled, temperature))
+        np.fill_diagonal(again, 0.0)
+        np.testing.assert_array_equal(again, settled)
+        assert_same_distances(settled, soft_reference(w, temperature, len(calls)), atol=1e-8)
+
+
+def test_soft_search_degenerate_sizes() -> None:
+    assert shortest_paths_soft(np.zeros((0, 0)), 1.1, 3).shape == (0, 0)
+    np.testing.assert_array_equal(shortest_paths_soft(np.zeros((1, 1)), 1.1, 3), [[0.0]])
+    np.testing.assert_array_equal(shortest_paths_soft(np.full((2, 2), INF), 1.1, 3),
+                                  [[0.0, INF], [INF, 0.0]])
+
+
 def test_search_rejects_bad_weights() -> None:
     with pytest.raises(ValueError, match="square"):
         shortest_paths_hard(np.zeros((2, 3)))
