@@ -11,7 +11,6 @@ import collections
 import os
 import queue
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -24,16 +23,6 @@ READY_RE = re.compile(r"L3P_SERVER_READY port=(\d+)")
 
 class ServerStartError(RuntimeError):
     """The server exited or stayed silent before printing its READY line."""
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    # Linux: the server gets SIGTERM if this process is SIGKILLed, so no server is orphaned.
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 class LocalServer:
@@ -64,9 +53,12 @@ class LocalServer:
         self.requested_port = port
         self.host = host
         self.port: int | None = None
+        # --exit-with-parent: the server gets SIGTERM if this process dies, even by SIGKILL.
+        # (Set by the server itself after exec: a preexec_fn would run Python in a forked copy
+        # of this gRPC-using process, which gRPC's fork handlers can abort.)
         self.command = [
             sys.executable, "-m", module, "--bundle", str(self.bundle), "--port", str(port),
-            *extra_args,
+            "--exit-with-parent", str(os.getpid()), *extra_args,
         ]
         if host != "127.0.0.1":
             self.command += ["--host", host]
@@ -102,7 +94,6 @@ class LocalServer:
             stderr=subprocess.PIPE,
             text=True,
             bufsize=1,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         # Drain both pipes for the server's whole life, or a chatty server blocks on write.
         self._threads = [

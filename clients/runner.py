@@ -125,7 +125,11 @@ def ensure_offscreen_gl() -> str | None:
 
 
 def make_env(env_id: str, *, render: bool = False, size: int = 480) -> Any:
+    import farama_notifications
     import gymnasium as gym
+
+    # gymnasium-robotics prints a notice about Adroit envs (unrelated to ours) on import.
+    farama_notifications.notifications.pop("gymnasium_robotics", None)
     import gymnasium_robotics
 
     gym.register_envs(gymnasium_robotics)

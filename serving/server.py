@@ -18,6 +18,7 @@ import datetime
 import functools
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -429,6 +430,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds calls in flight may take to finish on SIGTERM (default 10)")
     parser.add_argument("--log-level", default="info",
                         choices=("debug", "info", "warning", "error"), help="default info")
+    parser.add_argument("--exit-with-parent", type=int, metavar="PID", default=None,
+                        help="shut down (as on SIGTERM) when process PID, the supervisor that "
+                             "started this server, exits (Linux)")
     parser.add_argument("--metrics-port", type=_port, default=0,
                         help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off)")
 
@@ -469,6 +473,8 @@ def run_serve(args: argparse.Namespace) -> int:
         signal.signal(sig, on_signal)
 
     server.start()
+    if args.exit_with_parent is not None:
+        _exit_with_parent(args.exit_with_parent)
     _event(logging.INFO, "serving", host=args.host, port=server.port, env_id=bundle.env_id,
            bundle=str(args.bundle), bundle_sha256=bundle.sha256, n_landmarks=bundle.n_landmarks,
            metrics_port=args.metrics_port or None, session_ttl_s=args.session_ttl,
@@ -478,6 +484,17 @@ def run_serve(args: argparse.Namespace) -> int:
     server.wait_for_termination()
     _event(logging.INFO, "stopped", live_sessions=len(server.store))
     return 0
+
+
+def _exit_with_parent(pid: int) -> None:
+    """Ask the kernel for SIGTERM when our parent dies (PR_SET_PDEATHSIG); if it is already gone
+    (we were re-parented before asking), shut down now."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != pid:
+        signal.raise_signal(signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:

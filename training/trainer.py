@@ -10,7 +10,7 @@ row, redraws the learning curve, and writes a checkpoint that ``--resume`` conti
 from __future__ import annotations
 
 import csv
-import json
+import dataclasses
 import os
 import platform
 import shlex
@@ -47,7 +47,6 @@ class Progress:
     cycle: int = 0
     env_steps: int = 0
     wall_time_s: float = 0.0
-    best_success: float = -1.0
     history: list[dict] = field(default_factory=list)
 
 
@@ -161,7 +160,8 @@ class Trainer:
         trainer.agent.load_state_dict(state["agent"])
         trainer.rng.bit_generator.state = state["rng"]
         torch.set_rng_state(state["torch_rng"])
-        trainer.progress = Progress(**state["progress"])
+        known = {f.name for f in dataclasses.fields(Progress)}  # older checkpoints may carry dropped fields
+        trainer.progress = Progress(**{k: v for k, v in state["progress"].items() if k in known})
         replay_path = Path(run_dir) / REPLAY
         try:
             with np.load(replay_path) as data:
