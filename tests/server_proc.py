@@ -1,4 +1,4 @@
-"""Test helpers: the planner server in a subprocess, and a FetchPush bundle shared per session.
+"""Test helper: the planner server in a subprocess.
 
 ``serve(bundle)`` starts ``python -m serving.server --bundle DIR --port 0`` (through
 :class:`clients.local_server.LocalServer`), waits for its READY line and yields the port; the
@@ -11,11 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 from clients.local_server import LocalServer
-
-_push_bundle: Path | None = None
 
 
 @contextmanager
@@ -25,17 +21,3 @@ def serve(bundle: Path, *, port: int = 0, extra_args: Sequence[str] = (), ready_
         yield server.wait_ready(ready_timeout_s)
     finally:
         server.stop()
-
-
-def push_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An untrained FetchPush-v4 bundle (8 landmarks), exported once per test session.
-
-    Memoized here rather than in a fixture because fixtures imported into several test modules
-    are cached per module.
-    """
-    global _push_bundle
-    if _push_bundle is None:
-        export = pytest.importorskip("training.export", reason="needs training.export (torch)")
-        out = tmp_path_factory.mktemp("push_bundle") / "FetchPush-v4"
-        _push_bundle = Path(export.export_untrained_bundle(out, env_id="FetchPush-v4", n_landmarks=8))
-    return _push_bundle

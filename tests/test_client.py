@@ -26,20 +26,15 @@ from clients.client import (
     episode_options,
 )
 from clients.local_server import LocalServer
-from server_proc import push_bundle, serve
+from server_proc import serve
 
 GOAL = [1.3, 0.75, 0.42]
 OBS = np.linspace(-0.5, 0.5, 25)  # FetchPush obs_dim
 
 
-@pytest.fixture(scope="session")
-def bundle(tmp_path_factory):
-    return push_bundle(tmp_path_factory)
-
-
 @pytest.fixture(scope="module")
-def target(bundle):
-    with serve(bundle) as port:
+def target(push_bundle):
+    with serve(push_bundle) as port:
         yield f"127.0.0.1:{port}"
 
 
@@ -208,8 +203,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_retry_survives_a_server_restart(bundle):
-    server = LocalServer(bundle).start()
+def test_retry_survives_a_server_restart(push_bundle):
+    server = LocalServer(push_bundle).start()
     port = server.wait_ready()
     restarted = None
     try:
@@ -228,7 +223,7 @@ def test_retry_survives_a_server_restart(bundle):
                 c.act("any-session", OBS)
 
             # Restart on the same port without waiting: the retrying call bridges the gap.
-            restarted = LocalServer(bundle, port=port).start()
+            restarted = LocalServer(push_bundle, port=port).start()
             assert c.model_info().bundle_sha256 == sha
             assert restarted.wait_ready() == port
     finally:

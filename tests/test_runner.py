@@ -16,19 +16,14 @@ import clients.demo as demo_mod
 from clients.evaluate import add_eval_arguments, parse_modes, run_eval, wilson_interval
 from clients.local_server import LocalServer
 from clients.runner import add_run_arguments, run, run_run
-from server_proc import push_bundle, serve
+from server_proc import serve
 
 pytest.importorskip("gymnasium_robotics")
 
 
-@pytest.fixture(scope="session")
-def bundle(tmp_path_factory):
-    return push_bundle(tmp_path_factory)
-
-
 @pytest.fixture(scope="module")
-def server(bundle):
-    with serve(bundle) as port:
+def server(push_bundle):
+    with serve(push_bundle) as port:
         yield f"127.0.0.1:{port}"
 
 
@@ -177,17 +172,17 @@ def _demo(argv, monkeypatch):
     return demo_mod.run_demo(args)
 
 
-def test_demo_runs_episodes_and_stops_the_server(bundle, monkeypatch, capsys):
-    assert _demo(["--bundle", str(bundle), "--episodes", "1", "--no-progress"], monkeypatch) == 0
+def test_demo_runs_episodes_and_stops_the_server(push_bundle, monkeypatch, capsys):
+    assert _demo(["--bundle", str(push_bundle), "--episodes", "1", "--no-progress"], monkeypatch) == 0
     assert "success" in capsys.readouterr().out
     (server,) = _RecordingServer.instances
     assert server.proc.poll() is not None  # stopped
 
 
-def test_demo_reports_a_server_that_dies(bundle, tmp_path, monkeypatch, capsys):
+def test_demo_reports_a_server_that_dies(push_bundle, tmp_path, monkeypatch, capsys):
     broken = tmp_path / "broken"
     broken.mkdir()
-    for f in bundle.iterdir():
+    for f in push_bundle.iterdir():
         (broken / f.name).write_bytes(f.read_bytes())
     with open(broken / "value.onnx", "ab") as fh:
         fh.write(b"tampered")
