@@ -175,6 +175,10 @@ class VideoRecorder:
     def __init__(self, path: str | os.PathLike[str], fps: int = 25) -> None:
         import imageio.v2 as imageio
 
+        # imageio-ffmpeg starts ffmpeg with preexec_fn, i.e. a plain fork() of this process; with
+        # a gRPC channel open, gRPC's fork handlers can abort that child before it execs ffmpeg
+        # (a broken pipe here). Without preexec_fn Python spawns it safely (vfork + exec).
+        os.environ.setdefault("IMAGEIO_FFMPEG_NO_PREVENT_SIGINT", "1")
         self.path = str(path)
         self._writer = imageio.get_writer(self.path, fps=fps, codec="libx264", macro_block_size=16)
         self.frames = 0
