@@ -7,7 +7,10 @@ one line on stderr and exit with status 2; they are never tracebacks.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 from pathlib import Path
 
 EPILOG = """examples:
@@ -72,13 +75,39 @@ def cmd_train(args: argparse.Namespace) -> int:
             if (run_dir / "checkpoint.pt").exists() and not args.force:
                 raise CliError(f"{run_dir} already holds a run; use --resume {run_dir} or --force to start over")
             trainer = Trainer(cfg, run_dir)
-        trainer.train(show_progress=not args.no_progress)
+        with _stop_on_signals() as stop:
+            progress = trainer.train(show_progress=not args.no_progress, stop=stop)
+        if stop.is_set():
+            run = trainer.run_dir
+            print(f"stopped at {progress.env_steps} env steps; checkpoint saved in {run}\n"
+                  f"  continue: l3p train --resume {run}\n  export:   l3p export {run} BUNDLE_DIR", file=sys.stderr)
+            return 130
         bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"
         export_bundle(trainer.agent, bundle_dir, trainer.provenance(), force=True)
         print(f"bundle written to {bundle_dir}")
         return 0
     except (UnknownEnvError, CheckpointError, BundleExistsError) as exc:
         raise CliError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _stop_on_signals():
+    """SIGINT / SIGTERM ask training to stop after the current cycle (with a checkpoint); a second
+    signal interrupts at once."""
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("\nstopping after this cycle (checkpointing); signal again to abort", file=sys.stderr)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -157,3 +157,29 @@ def test_fetch_reach_preset_reaches_success_with_the_planner(tmp_path):
     last = trainer.progress.history[-1]
     assert trainer.agent.clusters_ready
     assert last["success_l3p"] >= 0.9 and last["success_policy"] >= 0.9
+
+
+def test_sigint_checkpoints_and_the_run_resumes(tmp_path):
+    """Ctrl-C stops after the current cycle with a checkpoint; --resume continues from it."""
+    import signal
+    import time
+
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in TINY.items()]
+    cmd = [sys.executable, "-m", "l3p.cli", "train", "--env", "FetchReach-v4", "--steps", "100000", "--out", "run",
+           "--no-progress", *sets]
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (tmp_path / "run" / "checkpoint.pt").exists():  # training is under way
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "checkpoint saved" in err and "l3p train --resume run" in err and "Traceback" not in err
+    steps = load_checkpoint(tmp_path / "run")["progress"]["env_steps"]
+    assert 0 < steps < 100_000
+    resumed = Trainer.resume(tmp_path / "run", total_env_steps=steps + 200)
+    assert resumed.progress.env_steps == steps
+    resumed.train(show_progress=False)
+    assert resumed.progress.env_steps == steps + 200

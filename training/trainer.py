@@ -15,6 +15,7 @@ import os
 import platform
 import shlex
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,8 +172,12 @@ class Trainer:
         return trainer
 
     # ----- the loop -----
-    def train(self, show_progress: bool = True, until_env_steps: int | None = None) -> Progress:
-        """Train to ``total_env_steps`` (or stop early at ``until_env_steps``, evaluating and checkpointing)."""
+    def train(self, show_progress: bool = True, until_env_steps: int | None = None,
+              stop: threading.Event | None = None) -> Progress:
+        """Train to ``total_env_steps`` (or stop early at ``until_env_steps``, evaluating and checkpointing).
+
+        When ``stop`` is set (e.g. by a SIGINT handler) the loop finishes its cycle, writes a
+        checkpoint and returns, so the run can be resumed exactly."""
         cfg, agent, p = self.cfg, self.agent, self.progress
         target = cfg.total_env_steps if until_env_steps is None else min(until_env_steps, cfg.total_env_steps)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -210,6 +215,9 @@ class Trainer:
                 bar.set_postfix(policy=f"{row['success_policy']:.2f}", l3p=f"{row['success_l3p']:.2f}")
             if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
                 self.save_checkpoint()
+            if stop is not None and stop.is_set():
+                self.save_checkpoint()
+                break
         bar.close()
         return p
 
