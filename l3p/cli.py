@@ -84,10 +84,30 @@ def cmd_train(args: argparse.Namespace) -> int:
             return 130
         bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"
         export_bundle(trainer.agent, bundle_dir, trainer.provenance(), force=True)
+        _add_plots(trainer.run_dir, bundle_dir, trainer.agent.landmarks(), trainer.cfg.env_id)
         print(f"bundle written to {bundle_dir}")
         return 0
     except (UnknownEnvError, CheckpointError, BundleExistsError) as exc:
         raise CliError(str(exc)) from None
+
+
+def _add_plots(run_dir: Path, bundle_dir: Path, landmarks, env_id: str) -> None:
+    """Next to the bundle (not part of it): the run's learning curve and log, and the landmarks
+    drawn over achieved goals from the run's replay."""
+    import shutil
+
+    import numpy as np
+
+    from training.trainer import REPLAY, plot_landmarks
+
+    for name in ("learning_curve.png", "progress.csv"):
+        if (run_dir / name).is_file():
+            shutil.copy(run_dir / name, bundle_dir / name)
+    if (run_dir / REPLAY).is_file():
+        with np.load(run_dir / REPLAY) as replay:
+            goals = replay["ag"].reshape(-1, landmarks.shape[1])
+        sample = goals[np.random.default_rng(0).integers(0, len(goals), 2000)]
+        plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png", f"{env_id}: {len(landmarks)} landmarks")
 
 
 @contextlib.contextmanager
@@ -129,6 +149,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                       "success": {"policy": last.get("success_policy"), "l3p": last.get("success_l3p")},
                       "source_checkpoint": str(run_dir)}
         export_bundle(agent, Path(args.out_dir), provenance, force=args.force)
+        _add_plots(run_dir, Path(args.out_dir), agent.landmarks(), agent.cfg.env_id)
     except (CheckpointError, BundleExistsError) as exc:
         raise CliError(str(exc)) from None
     print(f"bundle written to {args.out_dir}")

@@ -142,6 +142,8 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     assert m["provenance"]["command"].startswith("l3p train --env FetchPush-v4")
     r = l3p("export", "run", "b2", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    for plot in ("learning_curve.png", "landmarks.png"):  # next to the bundle, for people
+        assert (tmp_path / "b2" / plot).stat().st_size > 1000
     assert json.loads((tmp_path / "b2" / "manifest.json").read_text())["provenance"]["env_steps"] == 400
     r = l3p("export", "run", "b2", cwd=tmp_path)
     assert r.returncode == 2 and "already exists" in r.stderr and "--force" in r.stderr
