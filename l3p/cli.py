@@ -148,7 +148,11 @@ def cmd_export(args: argparse.Namespace) -> int:
                       "wall_time_s": round(p["wall_time_s"], 1), "seed": state["config"]["seed"],
                       "success": {"policy": last.get("success_policy"), "l3p": last.get("success_l3p")},
                       "source_checkpoint": str(run_dir)}
-        export_bundle(agent, Path(args.out_dir), provenance, force=args.force)
+        try:
+            export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
+                          planner_overrides=_parse_overrides(args.planner))
+        except (TypeError, ValueError) as exc:
+            raise CliError(f"bad --planner: {exc}") from None
         _add_plots(run_dir, Path(args.out_dir), agent.landmarks(), agent.cfg.env_id)
     except (CheckpointError, BundleExistsError) as exc:
         raise CliError(str(exc)) from None
@@ -211,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="run directory (or its checkpoint.pt)")
     p.add_argument("out_dir", help="bundle directory to create")
     p.add_argument("--force", action="store_true", help="overwrite an existing bundle directory")
+    p.add_argument("--planner", action="append", default=[], metavar="KEY=VALUE",
+                   help="served planner default, e.g. local_horizon=30 (mode, d_max, temperature, search, "
+                        "search_iterations, local_horizon, counter_extra, sample_subgoal, adaptive_cut)")
     p.set_defaults(func=cmd_export)
 
     _add_optional(sub, "serve", "serve a bundle over gRPC (stateful L3P planner)",

@@ -147,6 +147,13 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     assert json.loads((tmp_path / "b2" / "manifest.json").read_text())["provenance"]["env_steps"] == 400
     r = l3p("export", "run", "b2", cwd=tmp_path)
     assert r.returncode == 2 and "already exists" in r.stderr and "--force" in r.stderr
+    r = l3p("export", "run", "b3", "--planner", "local_horizon=25", "--planner", "search=hard", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    m3 = json.loads((tmp_path / "b3" / "manifest.json").read_text())
+    assert m3["planner"]["local_horizon"] == 25 and m3["planner"]["search"] == "hard"
+    assert m3["provenance"]["planner_overrides"] == {"local_horizon": 25, "search": "hard"}
+    r = l3p("export", "run", "b4", "--planner", "d_max=-1", cwd=tmp_path)
+    assert r.returncode == 2 and "d_max must be a finite number > 0" in r.stderr
     r = l3p("train", "--env", "FetchPush-v4", "--out", "run", cwd=tmp_path)
     assert r.returncode == 2 and "--resume" in r.stderr
 

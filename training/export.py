@@ -6,6 +6,7 @@ match the torch networks within 1e-4.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import io
@@ -25,6 +26,7 @@ from training.agent import L3PAgent
 from training.config import TrainConfig, preset
 from training.envs import VecGoalEnv, env_spec, make_env
 from training.networks import DistanceWithPolicy
+from training.trainer import planner_config
 
 FORMAT, FORMAT_VERSION = "l3p-bundle", 1
 OPSET = 17
@@ -71,8 +73,15 @@ def code_version() -> str:
         return "unknown"
 
 
-def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool = False) -> Path:
+def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool = False,
+                  planner_overrides: dict | None = None) -> Path:
+    """Write the bundle. ``planner_overrides`` change the served planner defaults (validated; recorded
+    in the provenance), e.g. a local horizon chosen on validation episodes."""
     cfg, spec = agent.cfg, agent.spec
+    planner = planner_config(cfg)
+    if planner_overrides:
+        planner = planner.replace(**planner_overrides)  # ValueError / TypeError name the field
+        provenance = {**provenance, "planner_overrides": planner_overrides}
     out_dir = Path(out_dir)
     if out_dir.exists():
         if not force:
@@ -95,9 +104,7 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
         "dims": {"obs": spec.obs_dim, "goal": spec.goal_dim, "action": spec.action_dim},
         "action_low": list(spec.action_low), "action_high": list(spec.action_high),
         "gamma": cfg.gamma, "n_landmarks": int(landmarks.shape[0]),
-        "planner": {"mode": "l3p", "d_max": cfg.d_max, "temperature": cfg.temperature, "search": cfg.search,
-                    "search_iterations": cfg.search_iterations, "local_horizon": cfg.local_horizon,
-                    "counter_extra": cfg.counter_extra, "sample_subgoal": False, "adaptive_cut": True},
+        "planner": dataclasses.asdict(planner),
         "files": {n: {"path": f"{n}.onnx", "sha256": sha256(out_dir / f"{n}.onnx")} for n in names},
         "provenance": {**provenance, "code_version": code_version(),
                        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
