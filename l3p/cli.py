@@ -132,7 +132,7 @@ def _stop_on_signals():
 
 def cmd_export(args: argparse.Namespace) -> int:
     from training.export import BundleExistsError, agent_from_checkpoint, export_bundle
-    from training.trainer import CheckpointError, load_checkpoint
+    from training.trainer import CheckpointError, load_checkpoint, run_provenance
 
     run_dir = Path(args.checkpoint)
     if run_dir.is_file():
@@ -140,14 +140,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         state = load_checkpoint(run_dir)
         agent = agent_from_checkpoint(state)
-        p = state["progress"]
-        last = p["history"][-1] if p["history"] else {}
-        provenance = {"command": state["command"], "export_command": " ".join(["l3p", *sys.argv[1:]]),
-                      "config": state["config"],
-                      "env_steps": p["env_steps"], "optimizer_steps": agent.optimizer_steps,
-                      "wall_time_s": round(p["wall_time_s"], 1), "seed": state["config"]["seed"],
-                      "success": {"policy": last.get("success_policy"), "l3p": last.get("success_l3p")},
-                      "source_checkpoint": str(run_dir)}
+        provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
+                      "export_command": " ".join(["l3p", *sys.argv[1:]]), "source_checkpoint": str(run_dir)}
         try:
             export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
                           planner_overrides=_parse_overrides(args.planner))

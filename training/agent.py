@@ -28,6 +28,7 @@ class L3PAgent:
         self.value = ValueNet(self.g_norm, spec.goal_dim, hidden=cfg.hidden, layers=cfg.layers)
         self.ae = GoalAutoEncoder(self.g_norm, spec.goal_dim, cfg.latent_dim, cfg.ae_hidden)
         self.clusters = LatentClusters(cfg.n_landmarks, cfg.latent_dim)
+        self.pi_distance = DistanceWithPolicy(self.actor, self.critic)  # the planner's one batched call
         # Targets share the live normalizers (deepcopy would freeze a stale copy of the statistics).
         self.actor_targ = _target_copy(self.actor)
         self.critic_targ = _target_copy(self.critic)
@@ -47,7 +48,7 @@ class L3PAgent:
 
     @torch.no_grad()
     def distance_fn(self, obs: np.ndarray, goals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        d, a = DistanceWithPolicy(self.actor, self.critic)(torch.tensor(obs), torch.tensor(goals))
+        d, a = self.pi_distance(torch.tensor(obs), torch.tensor(goals))
         return d.numpy(), a.numpy()
 
     @torch.no_grad()

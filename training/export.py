@@ -25,7 +25,6 @@ from onnx import helper, numpy_helper
 from training.agent import L3PAgent
 from training.config import TrainConfig, preset
 from training.envs import VecGoalEnv, env_spec, make_env
-from training.networks import DistanceWithPolicy
 from training.trainer import planner_config
 
 FORMAT, FORMAT_VERSION = "l3p-bundle", 1
@@ -91,9 +90,8 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
 
     obs = torch.zeros(1, spec.obs_dim)
     goal = torch.zeros(1, spec.goal_dim)
-    pi_d = DistanceWithPolicy(agent.actor, agent.critic)
     _export_graph(agent.actor, (obs, goal), ["obs", "goal"], ["action"], out_dir / "actor.onnx")
-    _export_graph(pi_d, (obs, goal), ["obs", "goal"], ["distance", "action"], out_dir / "distance.onnx")
+    _export_graph(agent.pi_distance, (obs, goal), ["obs", "goal"], ["distance", "action"], out_dir / "distance.onnx")
     _export_graph(agent.value, (goal, goal), ["goal_a", "goal_b"], ["value"], out_dir / "value.onnx")
     landmarks = agent.landmarks()
     _landmarks_graph(landmarks, out_dir / "landmarks.onnx")

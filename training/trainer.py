@@ -248,15 +248,19 @@ class Trainer:
         plot_learning_curve(history, self.run_dir / "learning_curve.png", self.cfg.env_id)
 
     def provenance(self) -> dict:
-        p = self.progress
-        last = p.history[-1] if p.history else {}
-        return {"command": self.command, "config": self.cfg.to_dict(), "env_steps": p.env_steps,
-                "episodes": self.replay.episodes_seen, "optimizer_steps": self.agent.optimizer_steps,
-                "wall_time_s": round(p.wall_time_s, 1), "seed": self.cfg.seed,
-                "success": {"policy": last.get("success_policy"), "l3p": last.get("success_l3p"),
-                            "eval_episodes": self.cfg.eval_episodes, "eval_seed_base": EVAL_SEED_BASE},
-                "machine": f"{platform.machine()} {os.cpu_count()} cpu, torch {torch.__version__}, "
-                           f"{self.cfg.torch_threads} thread(s)"}
+        return run_provenance(self.command, self.cfg.to_dict(), vars(self.progress), self.agent.optimizer_steps)
+
+
+def run_provenance(command: str, config: dict, progress: dict, optimizer_steps: int) -> dict:
+    """What a bundle records about the run it came from (live trainer or checkpoint alike)."""
+    last = progress["history"][-1] if progress["history"] else {}
+    return {"command": command, "config": config, "env_steps": progress["env_steps"],
+            "episodes": last.get("episodes"), "optimizer_steps": optimizer_steps,
+            "wall_time_s": round(progress["wall_time_s"], 1), "seed": config["seed"],
+            "success": {"policy": last.get("success_policy"), "l3p": last.get("success_l3p"),
+                        "eval_episodes": config["eval_episodes"], "eval_seed_base": EVAL_SEED_BASE},
+            "machine": f"{platform.machine()} {os.cpu_count()} cpu, torch {torch.__version__}, "
+                       f"{config['torch_threads']} thread(s)"}
 
 
 def load_checkpoint(run_dir: Path) -> dict:
