@@ -11,8 +11,11 @@ subgoal index -1 means "the final goal".
 1. Graph (once per episode): edge i -> j weighs V(l_i, node_j), clamped at >= 0. Nothing
    leaves the goal. Edges longer than ``d_max`` are cut; with ``adaptive_cut`` each node
    keeps its single nearest incoming edge so the graph stays connected.
-2. Search (once per episode): all-pairs shortest paths, either exact Floyd-Warshall
-   (``hard``) or the paper's soft relaxation (``soft``, see `shortest_paths_soft`).
+2. Search (once per episode): all-pairs shortest paths, one of `SEARCHES`:
+   ``hard`` exact Floyd-Warshall; ``expectation`` the paper's soft update (softmin-weighted
+   mean of path lengths, diagonal pinned at 0), which charges paths through near-tie
+   alternatives more than their shortest member; ``soft`` that update with a monotone guard
+   ``min(w, E)`` (within a few steps of ``hard``). See `shortest_paths_soft`.
    The goal column gives d_cg, every node's distance to the goal.
 3. Online (Algorithm 1, every observation): while the counter is >= 1, count down and keep
    the subgoal. Otherwise re-plan: one batched distance_fn call gives d_sc (state ->
@@ -21,8 +24,10 @@ subgoal index -1 means "the final goal".
    subgoal being replaced, then commit for
    ``counter = min(round(d_sc[pick]) + counter_extra, ceil(d_max))`` steps (0 when
    nothing is reachable and the goal is pursued with a non-finite estimate).
-   Mode ``naive`` re-plans every step (no counter, exclusion or local-horizon shortcut);
-   mode ``policy`` skips planning: action = pi(obs, goal).
+   Mode ``naive`` re-plans every step (no counter, no exclusion) and keeps the same
+   local-horizon shortcut, so l3p vs naive measures the counter and the exclusion alone
+   (``local_horizon=0`` turns the shortcut off in both); mode ``policy`` skips planning:
+   action = pi(obs, goal).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ ValueFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(goal_a [M, goal_dim], goal_b [M, goal_dim]) -> V(a -> b) [M] steps"""
 
 MODES = ("l3p", "naive", "policy")
-SEARCHES = ("soft", "hard")
+SEARCHES = ("soft", "hard", "expectation")
 
 GOAL = -1  # subgoal index of the final goal
 
@@ -196,22 +201,26 @@ def shortest_paths_hard(w: np.ndarray) -> np.ndarray:
     return d
 
 
-def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int) -> np.ndarray:
+def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int, guard: bool = True) -> np.ndarray:
     """The paper's soft relaxation, made safe. Returns [n, n] like `shortest_paths_hard`.
 
     Each iteration updates every pair from the previous matrix (Jacobi style):
 
         c_ijk = w_ik + w_kj                                  (k over all nodes)
         E_ij  = sum_k softmax_k(-c_ijk / temperature) * c_ijk  (the paper's expectation)
-        w_ij <- min(w_ij, E_ij),   w_ii <- 0
+        w_ij <- min(w_ij, E_ij) (guard=True)  or  E_ij (guard=False, the paper's update)
+        w_ii <- 0
 
     Fixes to the update as written in the paper / reference code:
     - the diagonal is held at 0 (unpinned, it drifts to -500 steps on an 80-node graph);
     - inf-safe: inf candidates get zero weight, and a pair with only inf candidates stays
       inf (no NaN), so the result is finite exactly where a path exists (given
       2**iterations >= n - 1, every path length is covered);
-    - `min(w_ij, E_ij)`: the expectation is a soft *max*-leaning average and can exceed the
-      current value; the guard makes every iteration monotone (never worse).
+    - optionally `min(w_ij, E_ij)`: the expectation leans above the best candidate and can
+      exceed the current value; the guard makes every iteration monotone, which also makes
+      the result hug the exact distance (search ``soft``). Without it (search
+      ``expectation``) a pair keeps the expectation's surcharge: a route whose hops have
+      several near-tie alternatives costs more than one clear hop of the same length.
 
     Early exit: the update is a deterministic function of the matrix alone, so once an
     iteration leaves the matrix bit-for-bit unchanged every later one would too; stopping
@@ -235,7 +244,9 @@ def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int) -> n
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
     d = _check_weights(w)
     for _ in range(iterations):
-        new = np.minimum(d, _soft_expectation(d, temperature))
+        new = _soft_expectation(d, temperature)
+        if guard:
+            np.minimum(d, new, out=new)
         np.fill_diagonal(new, 0.0)
         if np.array_equal(new, d):  # a fixed point: the remaining iterations change nothing
             break
@@ -337,7 +348,7 @@ def distances_to_goal(
     if config.search == "hard":
         d = shortest_paths_hard(w)
     else:
-        d = shortest_paths_soft(w, config.temperature, config.search_iterations)
+        d = shortest_paths_soft(w, config.temperature, config.search_iterations, guard=config.search == "soft")
     return d[:, -1].copy()
 
 
@@ -445,7 +456,7 @@ class EpisodePlanner:
         np.maximum(d_sc, 0.0, out=d_sc)
         l3p = cfg.mode == "l3p"
 
-        if l3p and d_sc[n] <= cfg.local_horizon:
+        if d_sc[n] <= cfg.local_horizon:
             row = n  # the goal is close: go straight for it
         else:
             total = np.add(d_sc, self._d_cg, out=self._total)
