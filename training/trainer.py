@@ -220,7 +220,10 @@ class Trainer:
                             agent.refresh_cluster_batch(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
                         if agent.optimizer_steps % cfg.cluster_every == 0:
                             metrics.setdefault("loss_clusters", []).append(agent.cluster_step())
-                agent.update_targets()
+                    if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
+                        agent.update_targets()
+                if not cfg.target_update_every:
+                    agent.update_targets()
             if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
                 agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
             p.cycle += 1
