@@ -208,6 +208,7 @@ def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
     assert set(prov["success"]) == {"policy", "eval_episodes", "eval_seed_base", "eval_pairs"}  # no l3p cell
     assert prov["success"]["eval_pairs"] == "far" and "before planning started" in prov["landmarks"]
     assert m["n_landmarks"] == 50 and m["env_id"] == "PointMaze_Large-v3"
+    assert (tmp_path / "run" / "bundle" / "landmarks.png").stat().st_size > 10_000  # drawn over the maze
     csv = (tmp_path / "run" / "progress.csv").read_text()
     assert "nan" not in csv.lower() and "success_l3p" not in csv.splitlines()[0]
     from serving.bundle import load_bundle
