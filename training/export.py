@@ -29,7 +29,10 @@ from training.trainer import planner_config
 
 FORMAT, FORMAT_VERSION = "l3p-bundle", 1
 OPSET = 17
+# float32 graphs: |onnx - torch| <= ATOL + RTOL * |torch| (distances reach hundreds of steps, where
+# float32 rounding alone is ~1e-5 relative).
 PARITY_ATOL = 1e-4
+PARITY_RTOL = 1e-5
 
 
 class BundleExistsError(FileExistsError):
@@ -149,7 +152,8 @@ def gls_landmarks(agent: L3PAgent, replay_goals: np.ndarray, seed: int = 0) -> n
 
 def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (1, 81), seed: int = 0,
                  landmarks: np.ndarray | None = None) -> float:
-    """Largest |onnxruntime − torch| over every graph on random raw inputs; raises above PARITY_ATOL."""
+    """Largest |onnxruntime − torch| / (PARITY_ATOL + PARITY_RTOL·|torch|) over every graph on random
+    raw inputs (1 = the tolerance); raises ExportError above 1."""
     rng = np.random.default_rng(seed)
     spec = agent.spec
     worst = 0.0
@@ -166,12 +170,13 @@ def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (
         d_o, a_o2 = sess["distance"].run(None, {"obs": obs, "goal": goal})
         (v_o,) = sess["value"].run(None, {"goal_a": goal, "goal_b": goal_b})
         pairs = [(a_t, a_o), (a_t, a_o2), (d_t, d_o), (agent.value_fn(goal, goal_b), v_o)]
-        worst = max([worst] + [float(np.max(np.abs(t - o))) for t, o in pairs])
+        worst = max([worst] + [float(np.max(np.abs(t - o) / (PARITY_ATOL + PARITY_RTOL * np.abs(t)))) for t, o in pairs])
     (lm,) = sess["landmarks"].run(None, {})
     expected = agent.landmarks() if landmarks is None else landmarks
-    worst = max(worst, float(np.max(np.abs(lm - expected))) if lm.size else 0.0)
-    if worst > PARITY_ATOL:
-        raise RuntimeError(f"exported graphs differ from torch by {worst:.2e} (> {PARITY_ATOL})")
+    worst = max(worst, float(np.max(np.abs(lm - expected))) / PARITY_ATOL if lm.size else 0.0)
+    if worst > 1.0:
+        raise ExportError(f"exported graphs differ from torch by {worst:.2f}x the tolerance "
+                          f"({PARITY_ATOL} + {PARITY_RTOL} x |value|)")
     return worst
 
 
