@@ -80,7 +80,8 @@ MODES: dict[str, int] = {
     "naive": pb.PLANNER_MODE_NAIVE,
     "policy": pb.PLANNER_MODE_POLICY,
 }
-SEARCHES: dict[str, int] = {"soft": pb.SEARCH_KIND_SOFT, "hard": pb.SEARCH_KIND_HARD}
+SEARCHES: dict[str, int] = {"soft": pb.SEARCH_KIND_SOFT, "hard": pb.SEARCH_KIND_HARD,
+                            "expectation": pb.SEARCH_KIND_EXPECTATION}
 _MODE_NAMES = {v: k for k, v in MODES.items()}
 _SEARCH_NAMES = {v: k for k, v in SEARCHES.items()}
 

@@ -48,7 +48,7 @@ def _parse_overrides(pairs: list[str]) -> dict:
 def cmd_train(args: argparse.Namespace) -> int:
     from training.config import TrainConfig, preset
     from training.envs import UnknownEnvError
-    from training.export import BundleExistsError, export_bundle
+    from training.export import BundleExistsError, ExportError, export_bundle
     from training.trainer import CheckpointError, Trainer
 
     try:
@@ -83,11 +83,17 @@ def cmd_train(args: argparse.Namespace) -> int:
                   f"  continue: l3p train --resume {run}\n  export:   l3p export {run} BUNDLE_DIR", file=sys.stderr)
             return 130
         bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"
-        export_bundle(trainer.agent, bundle_dir, trainer.provenance(), force=True)
+        provenance = trainer.provenance()
+        if not trainer.agent.clusters_ready:
+            # A run shorter than the planning warm-up still ends with a servable bundle: its
+            # landmarks are GLS-spread replay goals (the clusters' initialization), and it says so.
+            trainer.agent.init_clusters(trainer.replay.sample_goals(trainer.cfg.gls_sample, trainer.rng), trainer.rng)
+            provenance["landmarks"] = "GLS initialization at export: the run ended before planning started"
+        export_bundle(trainer.agent, bundle_dir, provenance, force=True)
         _add_plots(trainer.run_dir, bundle_dir, trainer.agent.landmarks(), trainer.cfg.env_id)
         print(f"bundle written to {bundle_dir}")
         return 0
-    except (UnknownEnvError, CheckpointError, BundleExistsError) as exc:
+    except (UnknownEnvError, CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
 
 
@@ -131,7 +137,7 @@ def _stop_on_signals():
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from training.export import BundleExistsError, agent_from_checkpoint, export_bundle
+    from training.export import BundleExistsError, ExportError, agent_from_checkpoint, export_bundle
     from training.trainer import CheckpointError, load_checkpoint, run_provenance
 
     run_dir = Path(args.checkpoint)
@@ -148,7 +154,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as exc:
             raise CliError(f"bad --planner: {exc}") from None
         _add_plots(run_dir, Path(args.out_dir), agent.landmarks(), agent.cfg.env_id)
-    except (CheckpointError, BundleExistsError) as exc:
+    except (CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
     print(f"bundle written to {args.out_dir}")
     return 0

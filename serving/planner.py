@@ -11,8 +11,11 @@ subgoal index -1 means "the final goal".
 1. Graph (once per episode): edge i -> j weighs V(l_i, node_j), clamped at >= 0. Nothing
    leaves the goal. Edges longer than ``d_max`` are cut; with ``adaptive_cut`` each node
    keeps its single nearest incoming edge so the graph stays connected.
-2. Search (once per episode): all-pairs shortest paths, either exact Floyd-Warshall
-   (``hard``) or the paper's soft relaxation (``soft``, see `shortest_paths_soft`).
+2. Search (once per episode): all-pairs shortest paths, one of `SEARCHES`:
+   ``hard`` exact Floyd-Warshall; ``expectation`` the paper's soft update (softmin-weighted
+   mean of path lengths, diagonal pinned at 0), which charges paths through near-tie
+   alternatives more than their shortest member; ``soft`` that update with a monotone guard
+   ``min(w, E)`` (within a few steps of ``hard``). See `shortest_paths_soft`.
    The goal column gives d_cg, every node's distance to the goal.
 3. Online (Algorithm 1, every observation): while the counter is >= 1, count down and keep
    the subgoal. Otherwise re-plan: one batched distance_fn call gives d_sc (state ->
@@ -21,8 +24,10 @@ subgoal index -1 means "the final goal".
    subgoal being replaced, then commit for
    ``counter = min(round(d_sc[pick]) + counter_extra, ceil(d_max))`` steps (0 when
    nothing is reachable and the goal is pursued with a non-finite estimate).
-   Mode ``naive`` re-plans every step (no counter, exclusion or local-horizon shortcut);
-   mode ``policy`` skips planning: action = pi(obs, goal).
+   Mode ``naive`` re-plans every step (no counter, no exclusion) and keeps the same
+   local-horizon shortcut, so l3p vs naive measures the counter and the exclusion alone
+   (``local_horizon=0`` turns the shortcut off in both); mode ``policy`` skips planning:
+   action = pi(obs, goal).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ ValueFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(goal_a [M, goal_dim], goal_b [M, goal_dim]) -> V(a -> b) [M] steps"""
 
 MODES = ("l3p", "naive", "policy")
-SEARCHES = ("soft", "hard")
+SEARCHES = ("soft", "hard", "expectation")
 
 GOAL = -1  # subgoal index of the final goal
 
@@ -226,22 +231,26 @@ def shortest_paths_hard(w: np.ndarray) -> np.ndarray:
     return d
 
 
-def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int) -> np.ndarray:
+def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int, guard: bool = True) -> np.ndarray:
     """The paper's soft relaxation, made safe. Returns [n, n] like `shortest_paths_hard`.
 
     Each iteration updates every pair from the previous matrix (Jacobi style):
 
         c_ijk = w_ik + w_kj                                  (k over all nodes)
         E_ij  = sum_k softmax_k(-c_ijk / temperature) * c_ijk  (the paper's expectation)
-        w_ij <- min(w_ij, E_ij),   w_ii <- 0
+        w_ij <- min(w_ij, E_ij) (guard=True)  or  E_ij (guard=False, the paper's update)
+        w_ii <- 0
 
     Fixes to the update as written in the paper / reference code:
     - the diagonal is held at 0 (unpinned, it drifts to -500 steps on an 80-node graph);
     - inf-safe: inf candidates get zero weight, and a pair with only inf candidates stays
       inf (no NaN), so the result is finite exactly where a path exists (given
       2**iterations >= n - 1, every path length is covered);
-    - `min(w_ij, E_ij)`: the expectation is a soft *max*-leaning average and can exceed the
-      current value; the guard makes every iteration monotone (never worse).
+    - optionally `min(w_ij, E_ij)`: the expectation leans above the best candidate and can
+      exceed the current value; the guard makes every iteration monotone, which also makes
+      the result hug the exact distance (search ``soft``). Without it (search
+      ``expectation``) a pair keeps the expectation's surcharge: a route whose hops have
+      several near-tie alternatives costs more than one clear hop of the same length.
 
     Early exit: the update is a deterministic function of the matrix alone, so once an
     iteration leaves the matrix bit-for-bit unchanged every later one would too; stopping
@@ -264,7 +273,9 @@ def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int) -> n
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
     d = _check_weights(w)
     for _ in range(iterations):
-        new = np.minimum(d, _soft_expectation(d, temperature))
+        new = _soft_expectation(d, temperature)
+        if guard:
+            np.minimum(d, new, out=new)
         np.fill_diagonal(new, 0.0)
         if np.array_equal(new, d):  # a fixed point: the remaining iterations change nothing
             break
@@ -422,7 +433,7 @@ def distances_to_goal(
     if config.search == "hard":
         d = shortest_paths_hard(w)
     else:
-        d = shortest_paths_soft(w, config.temperature, config.search_iterations)
+        d = shortest_paths_soft(w, config.temperature, config.search_iterations, guard=config.search == "soft")
     return d[:, -1].copy()
 
 
@@ -436,8 +447,8 @@ class LandmarkGraph:
     landmark-landmark edges, their hard solution and every iterate of the soft search are the
     same whatever the goal. They are computed once here (serving: once per bundle); an episode
     start then costs N value_fn calls (landmark -> goal, one batch) and one pass over the goal
-    column: hard, min_k D[i, k] + w[k, goal] (exact); soft, the goal column of each iteration
-    from the cached landmark iterate, a matrix-vector product instead of matrix products.
+    column: hard, min_k D[i, k] + w[k, goal] (exact); soft and expectation, the goal column of
+    each iteration from the cached landmark iterate (matrix-vector instead of matrix products).
     `distances_to_goal` equals the module's `distances_to_goal` up to float summation order.
 
     Solved blocks are kept per search setting (search, d_max, adaptive_cut and, for soft,
@@ -494,7 +505,8 @@ class LandmarkGraph:
                 if config.search == "hard":
                     block = _HardBlock(w)
                 else:
-                    block = _SoftBlock(w, config.temperature, config.search_iterations)
+                    block = _SoftBlock(w, config.temperature, config.search_iterations,
+                                       guard=config.search == "soft")
                 self._blocks[key] = block
                 unpinned = [k for k in self._blocks if k not in self._pinned]
                 for old in unpinned[: max(0, len(unpinned) - self._max_cached)]:
@@ -529,17 +541,20 @@ class _SoftIterate:
 
 
 class _SoftBlock:
-    """The landmark iterates of `shortest_paths_soft`, each with its `_soft_factors`."""
+    """The landmark iterates of `shortest_paths_soft` (guard: search "soft"; without:
+    "expectation"), each with its `_soft_factors`."""
 
-    def __init__(self, w: np.ndarray, temperature: float, iterations: int) -> None:
-        self.temperature, self.iterations = temperature, iterations
+    def __init__(self, w: np.ndarray, temperature: float, iterations: int, guard: bool) -> None:
+        self.temperature, self.iterations, self.guard = temperature, iterations, guard
         self.iterates: list[_SoftIterate] = []
         self.fixed_at = iterations  # first iteration that leaves the block unchanged
         d = _check_weights(w)
         for t in range(iterations):
             iterate = _SoftIterate(d, temperature)
             self.iterates.append(iterate)
-            new = np.minimum(d, _soft_expectation(d, temperature, (iterate.a, iterate.b)))
+            new = _soft_expectation(d, temperature, (iterate.a, iterate.b))
+            if guard:
+                np.minimum(d, new, out=new)
             np.fill_diagonal(new, 0.0)
             if np.array_equal(new, d):
                 self.fixed_at = t
@@ -552,7 +567,9 @@ class _SoftBlock:
         with np.errstate(over="ignore", under="ignore"):  # see _soft_factors
             for t in range(self.iterations):
                 block = self.iterates[min(t, len(self.iterates) - 1)]
-                new = np.minimum(c, _soft_goal_column(block, c, self.temperature, scratch))
+                new = _soft_goal_column(block, c, self.temperature, scratch)
+                if self.guard:
+                    np.minimum(c, new, out=new)
                 # shortest_paths_soft stops once the whole matrix is unchanged: block and column.
                 if t >= self.fixed_at and np.array_equal(new, c):
                     break
@@ -709,7 +726,7 @@ class EpisodePlanner:
         np.maximum(d_sc, 0.0, out=d_sc)
         l3p = cfg.mode == "l3p"
 
-        if l3p and d_sc[n] <= cfg.local_horizon:
+        if d_sc[n] <= cfg.local_horizon:
             row = n  # the goal is close: go straight for it
         else:
             total = np.add(d_sc, self._d_cg, out=self._total)

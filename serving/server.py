@@ -57,7 +57,7 @@ MAX_MESSAGE_BYTES = 64 * 1024
 UNREACHABLE = -1.0
 
 _MODES = {pb.PLANNER_MODE_L3P: "l3p", pb.PLANNER_MODE_NAIVE: "naive", pb.PLANNER_MODE_POLICY: "policy"}
-_SEARCHES = {pb.SEARCH_KIND_SOFT: "soft", pb.SEARCH_KIND_HARD: "hard"}
+_SEARCHES = {pb.SEARCH_KIND_SOFT: "soft", pb.SEARCH_KIND_HARD: "hard", pb.SEARCH_KIND_EXPECTATION: "expectation"}
 _MODE_ENUM = {name: value for value, name in _MODES.items()}
 _SEARCH_ENUM = {name: value for value, name in _SEARCHES.items()}
 

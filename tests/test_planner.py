@@ -607,16 +607,20 @@ def test_local_horizon_shortcut_picks_goal() -> None:
     assert (result.subgoal_index, result.counter, result.estimated_distance) == (-1, 10, 9.4)
     no_shortcut = make_table_planner(table, local_horizon=9.0)
     assert no_shortcut.step(np.zeros(3), TableDistance(d_sc), no_policy).subgoal_index == 0
+    # naive keeps the same shortcut (so l3p vs naive measures counter and exclusion alone) ...
     naive = make_table_planner(table, mode="naive", local_horizon=10.0)
+    assert naive.step(np.zeros(3), TableDistance(d_sc), no_policy).subgoal_index == -1
+    # ... and local_horizon 0 turns it off for both.
+    naive = make_table_planner(table, mode="naive", local_horizon=0.0)
     assert naive.step(np.zeros(3), TableDistance(d_sc), no_policy).subgoal_index == 0
 
 
 def test_naive_replans_every_step_without_exclusion() -> None:
-    planner = make_table_planner(chain_table(3), mode="naive", local_horizon=100.0)
+    planner = make_table_planner(chain_table(3), mode="naive", local_horizon=10.0)
     dist = TableDistance([2.0, 3.0, 6.0, 40.0])
     results = [planner.step(np.zeros(3), dist, no_policy) for _ in range(6)]
     assert all(r.replanned and r.counter == 0 for r in results)
-    assert [r.subgoal_index for r in results] == [2] * 6  # no exclusion, no shortcut
+    assert [r.subgoal_index for r in results] == [2] * 6  # no exclusion (goal beyond the horizon)
     assert [r.estimated_distance for r in results] == [6.0] * 6
     assert (dist.calls, planner.replans, planner.step_count) == (6, 6, 6)
 
@@ -757,7 +761,7 @@ def test_planner_outputs_are_protected() -> None:
     ("overrides", "message"),
     [
         ({"mode": "greedy"}, "mode must be one of ('l3p', 'naive', 'policy'), got 'greedy'"),
-        ({"search": "astar"}, "search must be one of ('soft', 'hard'), got 'astar'"),
+        ({"search": "astar"}, "search must be one of ('soft', 'hard', 'expectation'), got 'astar'"),
         ({"d_max": -1.0}, "d_max must be a finite number > 0, got -1.0"),
         ({"d_max": math.inf}, "d_max must be a finite number > 0, got inf"),
         ({"temperature": 0.0}, "temperature must be a finite number > 0, got 0.0"),
@@ -794,13 +798,69 @@ def test_config_defaults_and_replace() -> None:
     assert (default.d_max, default.temperature, default.local_horizon) == (15.0, 1.1, 10.0)
     assert default.counter_extra == 1
     assert not default.sample_subgoal and default.adaptive_cut
-    assert MODES == ("l3p", "naive", "policy") and SEARCHES == ("soft", "hard")
+    assert MODES == ("l3p", "naive", "policy") and SEARCHES == ("soft", "hard", "expectation")
     changed = default.replace(mode="naive", d_max=7, local_horizon=0)
     assert (changed.mode, changed.d_max, changed.local_horizon) == ("naive", 7, 0)
     assert default.mode == "l3p"  # the original is untouched (frozen)
     assert changed.counter_cap == 7 and default.replace(d_max=7.01).counter_cap == 8
     with pytest.raises(TypeError):
         default.replace(not_a_field=1)
+
+
+# ------------------------------------------------------------- soft vs hard: a wormhole
+
+
+def wormhole_world(wormhole_margin: float):
+    """A start s, two first hops A and W, and a goal g 13 steps right of A.
+
+    Between A and g lie 30 landmarks near the straight line (V = true distance): many near-tie
+    routes. W is walled off from g (true distance 120 steps) but V has a "wormhole": W -> g is
+    estimated at (A's exact distance) + ``wormhole_margin``. Returns (landmarks, goal,
+    value_fn, index of A, index of W, A's exact distance to g)."""
+    rng = np.random.default_rng(7)
+    a, w, goal = np.array([0.0, 0.0]), np.array([0.0, -30.0]), np.array([13.0, 0.0])
+    room = np.column_stack([rng.uniform(1.0, 12.0, 30), rng.uniform(-1.0, 1.0, 30)])
+    landmarks = np.vstack([a, w, room]).astype(np.float32)
+    exact_a = float(np.linalg.norm(goal - landmarks[0]))
+
+    def value_fn(x, y):
+        v = np.linalg.norm(y.astype(np.float64) - x, axis=1)
+        from_w, to_w, to_g = (np.all(x == w, axis=1), np.all(y == w, axis=1), np.all(y == goal, axis=1))
+        v[(from_w & ~to_g) | to_w] = 200.0  # W leads nowhere but through the wormhole
+        v[from_w & to_g] = exact_a + wormhole_margin  # the truth is 120 steps
+        return v
+
+    return landmarks, goal, value_fn, 0, 1, exact_a
+
+
+def first_pick(search: str, landmarks, goal, value_fn) -> int:
+    planner = EpisodePlanner(landmarks, goal, value_fn, PlannerConfig(search=search, local_horizon=0.0))
+    # The robot is 5 steps from both A and W; every other landmark is cut (> d_max).
+    d_sc = np.full(len(landmarks) + 1, 50.0)
+    d_sc[[0, 1]] = 5.0
+    return planner.step(np.zeros(2), TableDistance(list(d_sc)), no_policy).subgoal_index
+
+
+def test_wormhole_hard_and_expectation_pick_different_subgoals() -> None:
+    landmarks, goal, value_fn, a, w, exact_a = wormhole_world(wormhole_margin=0.5)
+    solved = {s: distances_to_goal(landmarks, goal, value_fn, PlannerConfig(search=s)) for s in SEARCHES}
+    # Exact: A's honest route is half a step shorter than W's (too short) wormhole estimate.
+    assert solved["hard"][a] == pytest.approx(exact_a) and solved["hard"][w] == pytest.approx(exact_a + 0.5)
+    # The guarded soft search keeps A's direct edge: never longer than it (min guard).
+    assert solved["soft"][a] == pytest.approx(exact_a)
+    # The paper's expectation averages A's direct edge with its many near-tie detours across
+    # the room and charges A more than the half step; the lone wormhole edge has no
+    # alternative, so it is charged nothing ...
+    assert solved["expectation"][a] - exact_a > 0.5
+    assert solved["expectation"][w] == pytest.approx(exact_a + 0.5)
+    # ... so the searches choose differently: hard (and soft) take the truly short route A,
+    # the expectation takes the wormhole W.
+    assert first_pick("hard", landmarks, goal, value_fn) == a
+    assert first_pick("soft", landmarks, goal, value_fn) == a
+    assert first_pick("expectation", landmarks, goal, value_fn) == w
+    # A clearly too-short wormhole fools every search alike: none of them down-weights it.
+    landmarks, goal, value_fn, a, w, _ = wormhole_world(wormhole_margin=-5.0)
+    assert {first_pick(s, landmarks, goal, value_fn) for s in SEARCHES} == {w}
 
 
 # ------------------------------------------------------- landmark graph (per-bundle cache)
@@ -843,7 +903,7 @@ def test_landmark_graph_unreachable_and_tiny_cases(search: str) -> None:
     graph = LandmarkGraph(landmarks, table_value_fn(table))
     cached = graph.distances_to_goal(goal, table_value_fn(table), config)
     assert_same_distances(cached, distances_to_goal(landmarks, goal, table_value_fn(table), config))
-    assert np.isinf(cached[2:4]).all() and cached[1] == 2.0
+    assert np.isinf(cached[2:4]).all() and cached[1] == pytest.approx(2.0)
 
     calls: list = []
     empty = LandmarkGraph(np.zeros((0, 3)), table_value_fn(table, calls))

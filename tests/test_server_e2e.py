@@ -387,7 +387,7 @@ class TestErrors:
             (start(goal=[1.0, float("-inf"), 2.0]), "goal[1] is -inf, expected a finite number"),
             (start(mode=7), "options.mode is 7, not a known PlannerMode; expected one of "
                             "PLANNER_MODE_L3P, PLANNER_MODE_NAIVE, PLANNER_MODE_POLICY"),
-            (start(search=3), "options.search is 3, not a known SearchKind"),
+            (start(search=9), "options.search is 9, not a known SearchKind"),
             (start(d_max=-1.0), config_error(d_max=-1.0)),
             (start(temperature=0.0), config_error(temperature=0.0)),
             (start(temperature=float("nan")), "options.temperature must be a finite number > 0"),
