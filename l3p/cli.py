@@ -21,6 +21,8 @@ EPILOG = """examples:
   l3p serve --bundle models/FetchPush-v4 --port 50051
   l3p run --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 10 --video ep.mp4
   l3p eval --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 100 --out eval.json
+  l3p eval --server 127.0.0.1:50052 --pairs far --modes l3p,l3p@search=hard,naive,policy
+  l3p plot --bundle models/PointMaze_Large-v3 --out maze.png   # walls, landmarks, graph, one episode
   l3p demo                                          # serve the shipped model and drive Fetch episodes
   l3p bench serve | l3p bench train
 """
@@ -193,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="l3p", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="L3P planning service: learn latent landmarks offline, export an ONNX bundle, "
-                    "serve a stateful graph planner over gRPC, and drive MuJoCo Fetch robots through it.")
+                    "serve a stateful graph planner over gRPC, and drive MuJoCo Fetch and maze robots through it.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("train", help="train L3P on a goal env and export a bundle",
@@ -222,11 +224,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_optional(sub, "serve", "serve a bundle over gRPC (stateful L3P planner)",
                   "serving.server", "add_serve_arguments", "run_serve", "serve")
-    _add_optional(sub, "run", "drive MuJoCo Fetch episodes through a planner server",
+    _add_optional(sub, "run", "drive MuJoCo episodes (Fetch, mazes) through a planner server",
                   "clients.runner", "add_run_arguments", "run_run", "sim")
     _add_optional(sub, "eval", "compare planner modes on the same episodes (table + JSON)",
                   "clients.evaluate", "add_eval_arguments", "run_eval", "sim")
-    _add_optional(sub, "demo", "serve the shipped default model and drive Fetch episodes through it",
+    _add_optional(sub, "plot", "draw a maze episode: walls, landmarks, solved graph, trajectory by subgoal (PNG)",
+                  "clients.plots", "add_plot_arguments", "run_plot", "serve,sim")
+    _add_optional(sub, "demo", "serve the shipped models and drive Fetch and maze episodes through them",
                   "clients.demo", "add_demo_arguments", "run_demo", "serve,sim")
 
     p = sub.add_parser("bench", help="run a benchmark (serve latency or training throughput)")
