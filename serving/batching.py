@@ -24,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from serving.bundle import Bundle
+from serving.metrics import Metrics
 from serving.planner import POLICY, EpisodePlanner, Inference, PlannerConfig
 
 
@@ -41,8 +42,10 @@ class MicroBatcher:
         executor: ThreadPoolExecutor,
         max_delay_s: float = 0.0,
         max_rows: int = 4096,
+        on_batch: Callable[[int], None] = lambda requests: None,
     ):
         self._fn = fn
+        self._on_batch = on_batch
         self._executor = executor
         self._max_delay_s = max_delay_s
         self._max_rows = max_rows
@@ -51,8 +54,6 @@ class MicroBatcher:
         )
         self._rows = 0
         self._running = False
-        self.calls = 0  # batched calls made (for tests and metrics)
-        self.rows = 0  # rows computed
 
     async def __call__(self, obs: np.ndarray, goals: np.ndarray):
         loop = asyncio.get_running_loop()
@@ -88,8 +89,7 @@ class MicroBatcher:
                         if not future.done():  # a cancelled call no longer waits for it
                             future.set_exception(exc)
                     continue
-                self.calls += 1
-                self.rows += rows
+                self._on_batch(len(batch))
                 start = 0
                 for item_obs, _, future in batch:
                     stop = start + len(item_obs)
@@ -109,12 +109,25 @@ def _rows_of(output, start: int, stop: int):
 class Engine:
     """The bundle's networks and graph solves, run off the event loop."""
 
-    def __init__(self, bundle: Bundle, max_delay_s: float = 0.0):
+    def __init__(self, bundle: Bundle, max_delay_s: float = 0.0, metrics: Metrics | None = None):
         self.bundle = bundle
         self._network_thread = ThreadPoolExecutor(1, thread_name_prefix="l3p-infer")
         self._start_thread = ThreadPoolExecutor(1, thread_name_prefix="l3p-start")
-        self.actor = MicroBatcher(bundle.policy_fn, self._network_thread, max_delay_s)
-        self.distance = MicroBatcher(bundle.distance_fn, self._network_thread, max_delay_s)
+
+        def batcher(fn, network: str) -> MicroBatcher:
+            on_batch = lambda requests: None  # noqa: E731
+            if metrics is not None:
+                batches = metrics.batches.labels(network)
+                steps = metrics.batched_steps.labels(network)
+
+                def on_batch(requests: int) -> None:
+                    batches.inc()
+                    steps.inc(requests)
+
+            return MicroBatcher(fn, self._network_thread, max_delay_s, on_batch=on_batch)
+
+        self.actor = batcher(bundle.policy_fn, "actor")
+        self.distance = batcher(bundle.distance_fn, "distance")
 
     async def start_episode(
         self, goal: np.ndarray, config: PlannerConfig, seed: int | None

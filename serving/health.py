@@ -25,18 +25,22 @@ class HealthService(health_pb2_grpc.HealthServicer):
         self._status: dict[str, int] = {}
         self._changed = asyncio.Event()
         self.shutting_down = False
+        self._watches: set[asyncio.Task] = set()
 
     def set(self, service: str, status: int) -> None:
         if not self.shutting_down:
             self._status[service] = status
             self._notify()
 
-    def enter_graceful_shutdown(self) -> None:
-        """Every service NOT_SERVING for good; open watches send it and end."""
+    async def enter_graceful_shutdown(self, timeout_s: float = 5.0) -> None:
+        """Every service NOT_SERVING for good; returns once open watches have sent it and ended
+        (before the server stops taking writes), or after timeout_s."""
         for service in self._status:
             self._status[service] = NOT_SERVING
         self.shutting_down = True
         self._notify()
+        if self._watches:
+            await asyncio.wait(set(self._watches), timeout=timeout_s)
 
     def _notify(self) -> None:
         self._changed.set()
@@ -49,6 +53,14 @@ class HealthService(health_pb2_grpc.HealthServicer):
         return health_pb2.HealthCheckResponse(status=status)
 
     async def Watch(self, request, context):
+        task = asyncio.current_task()
+        self._watches.add(task)
+        try:
+            await self._watch(request, context)
+        finally:
+            self._watches.discard(task)
+
+    async def _watch(self, request, context):
         last = None
         while True:
             changed = self._changed  # taken before reading, so no change is missed

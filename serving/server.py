@@ -380,7 +380,7 @@ class PlannerServer:
         self.bundle = bundle
         self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire)
         self.metrics = Metrics(sessions_live=lambda: len(self.store))
-        self.engine = Engine(bundle, max_delay_s=batch_delay_s)
+        self.engine = Engine(bundle, max_delay_s=batch_delay_s, metrics=self.metrics)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="l3p-grpc", daemon=True)
         self._thread.start()
@@ -445,11 +445,14 @@ class PlannerServer:
         self._reaper_stop.set()
 
     def _begin_stop(self, grace_s: float | None) -> None:
-        self.health.enter_graceful_shutdown()
-        stopping = self._loop.create_task(self._server.stop(grace_s))
+        stopping = self._loop.create_task(self._stop(grace_s))
         if self._stopping is None:
             self._stopping = stopping
             stopping.add_done_callback(lambda _: self._stopped.set())
+
+    async def _stop(self, grace_s: float | None) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self._server.stop(grace_s)
 
     def wait_for_termination(self) -> None:
         # Waits in short slices, so signal handlers run promptly in the main thread.
