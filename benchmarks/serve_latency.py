@@ -249,11 +249,15 @@ async def _closed_loop(sessions: int, target: str, episodes, seconds: float, str
     async def session(index: int) -> int:
         stub = stubs[index % len(stubs)]
         goal, observations = episodes[index % len(episodes)]
-        async with opening:
-            if stream:
-                call = await _open_stream(stub, goal)
-            else:
-                session_id = (await stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT)).session_id
+        try:
+            async with opening:
+                if stream:
+                    call = await _open_stream(stub, goal)
+                else:
+                    session_id = (await stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT)).session_id
+        except BaseException:
+            all_open.set()  # no window without every session: report the failure
+            raise
         opened[0] += 1
         if opened[0] == sessions:
             all_open.set()
@@ -277,8 +281,8 @@ async def _closed_loop(sessions: int, target: str, episodes, seconds: float, str
         return steps
 
     tasks = [asyncio.ensure_future(session(i)) for i in range(sessions)]
-    waiting = asyncio.ensure_future(all_open.wait())
-    await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    await all_open.wait()
+    await asyncio.sleep(0)
     for task in tasks:
         if task.done():  # a session failed before the window: report it
             task.result()
