@@ -92,14 +92,14 @@ def cmd_train(args: argparse.Namespace) -> int:
             trainer.agent.init_clusters(trainer.replay.sample_goals(trainer.cfg.gls_sample, trainer.rng), trainer.rng)
             provenance["landmarks"] = "GLS initialization at export: the run ended before planning started"
         export_bundle(trainer.agent, bundle_dir, provenance, force=True)
-        _add_plots(trainer.run_dir, bundle_dir, trainer.agent.landmarks(), trainer.cfg.env_id)
+        _add_plots(trainer.run_dir, bundle_dir, trainer.agent)
         print(f"bundle written to {bundle_dir}")
         return 0
     except (UnknownEnvError, CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
 
 
-def _add_plots(run_dir: Path, bundle_dir: Path, landmarks, env_id: str) -> None:
+def _add_plots(run_dir: Path, bundle_dir: Path, agent) -> None:
     """Next to the bundle (not part of it): the run's learning curve and log, and the landmarks
     drawn over achieved goals from the run's replay."""
     import shutil
@@ -108,6 +108,7 @@ def _add_plots(run_dir: Path, bundle_dir: Path, landmarks, env_id: str) -> None:
 
     from training.trainer import REPLAY, plot_landmarks
 
+    landmarks = agent.landmarks()
     for name in ("learning_curve.png", "progress.csv"):
         if (run_dir / name).is_file():
             shutil.copy(run_dir / name, bundle_dir / name)
@@ -115,7 +116,9 @@ def _add_plots(run_dir: Path, bundle_dir: Path, landmarks, env_id: str) -> None:
         with np.load(run_dir / REPLAY) as replay:
             goals = replay["ag"].reshape(-1, landmarks.shape[1])
         sample = goals[np.random.default_rng(0).integers(0, len(goals), 2000)]
-        plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png", f"{env_id}: {len(landmarks)} landmarks")
+        env_id = agent.cfg.env_id
+        plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png", f"{env_id}: {len(landmarks)} landmarks",
+                       env_id, agent.value_fn, agent.cfg.d_max)
 
 
 @contextlib.contextmanager
@@ -155,7 +158,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                           planner_overrides=_parse_overrides(args.planner))
         except (TypeError, ValueError) as exc:
             raise CliError(f"bad --planner: {exc}") from None
-        _add_plots(run_dir, Path(args.out_dir), agent.landmarks(), agent.cfg.env_id)
+        _add_plots(run_dir, Path(args.out_dir), agent)
     except (CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
     print(f"bundle written to {args.out_dir}")

@@ -208,6 +208,7 @@ def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
     assert set(prov["success"]) == {"policy", "eval_episodes", "eval_seed_base", "eval_pairs"}  # no l3p cell
     assert prov["success"]["eval_pairs"] == "far" and "before planning started" in prov["landmarks"]
     assert m["n_landmarks"] == 50 and m["env_id"] == "PointMaze_Large-v3"
+    assert (tmp_path / "run" / "bundle" / "landmarks.png").stat().st_size > 10_000  # drawn over the maze
     csv = (tmp_path / "run" / "progress.csv").read_text()
     assert "nan" not in csv.lower() and "success_l3p" not in csv.splitlines()[0]
     from serving.bundle import load_bundle
@@ -310,3 +311,16 @@ def test_planned_episode_subgoals_match_between_torch_and_the_onnx_bundle(traine
         np.testing.assert_allclose(b.action, a.action, atol=1e-4)
         obs, _ = env.step(np.repeat(a.action[None], len(env), axis=0))
     assert sum(r for _, r, _ in trace) >= 3 and len({s for s, _, _ in trace}) >= 2  # it really planned
+
+
+def test_target_networks_follow_their_schedule(tmp_path):
+    """target_update_every=k: one Polyak step every k optimizer steps; None: one per cycle."""
+    for every, expected in ((None, 3), (2, 6)):  # 3 cycles of 4 updates after the warm-up cycle
+        trainer = Trainer(tiny_cfg(4, updates_per_cycle=4, target_update_every=every,
+                                   planning_start_episodes=100), tmp_path / str(every))
+        agent, count = trainer.agent, []
+        update = agent.update_targets
+        agent.update_targets = lambda: (count.append(agent.optimizer_steps), update())[1]
+        trainer.train(show_progress=False)
+        assert agent.optimizer_steps == 12 and len(count) == expected
+        assert count == ([4, 8, 12] if every is None else [2, 4, 6, 8, 10, 12])
