@@ -22,7 +22,6 @@ import datetime
 import functools
 import json
 import logging
-import math
 import os
 import signal
 import sys
