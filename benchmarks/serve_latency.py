@@ -293,12 +293,68 @@ async def _closed_loop(sessions: int, target: str, episodes, seconds: float, str
     elapsed = time.perf_counter() - window["start"]
     for channel in channels:
         await channel.close()
-    return {"sessions": sessions, "actions_per_s": round(sum(steps) / elapsed, 1),
+    return {"sessions": sessions, "actions_per_s": round(sum(steps) / elapsed, 1), "elapsed_s": elapsed,
             "min_actions_per_session": int(min(steps)), "latency": summarize(latencies)}
 
 
-def closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool) -> dict:
-    return asyncio.run(_closed_loop(sessions, target, episodes, seconds, stream))
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool,
+                server_pid: int | None = None) -> dict:
+    """`_closed_loop`, plus the server's CPU time per action when its pid is given: CPU per
+    action depends much less on other load on the machine than actions/s do."""
+    before = process_cpu_s(server_pid) if server_pid else 0.0
+    row = asyncio.run(_closed_loop(sessions, target, episodes, seconds, stream))
+    if server_pid:
+        actions = row["actions_per_s"] * row.pop("elapsed_s")
+        row["server_cpu_us_per_action"] = round((process_cpu_s(server_pid) - before) / actions * 1e6, 1)
+    else:
+        row.pop("elapsed_s")
+    return row
+
+
+async def _echo_closed_loop(sessions: int, target: str, sizes: dict, seconds: float, stream: bool) -> int:
+    """The echo's counterpart of `_closed_loop` (same sessions, message sizes and clients):
+    round trips completed in `seconds`."""
+    channels = [grpc.aio.insecure_channel(target) for _ in range(min(sessions, 64))]
+    end = time.perf_counter() + seconds
+    done = [0]
+
+    async def session(channel) -> None:
+        if stream:
+            call = channel.stream_stream(f"/{ECHO_SERVICE}/Stream")()
+            payload = bytes(sizes["control_request"])
+            while time.perf_counter() < end:
+                await call.write(payload)
+                await call.read()
+                done[0] += 1
+            await call.done_writing()
+            await call.code()
+        else:
+            unary = channel.unary_unary(f"/{ECHO_SERVICE}/Unary")
+            payload = bytes(sizes["act_request"])
+            while time.perf_counter() < end:
+                await unary(payload, timeout=TIMEOUT)
+                done[0] += 1
+
+    await asyncio.gather(*(session(channels[i % len(channels)]) for i in range(sessions)))
+    for channel in channels:
+        await channel.close()
+    return done[0]
+
+
+def echo_cpu_per_call(process: "EchoProcess", sizes: dict, sessions: int, seconds: float,
+                      stream: bool) -> dict:
+    before = process_cpu_s(process.process.pid)
+    started = time.perf_counter()
+    calls = asyncio.run(_echo_closed_loop(sessions, process.target, sizes, seconds, stream))
+    elapsed = time.perf_counter() - started
+    return {"sessions": sessions, "calls_per_s": round(calls / elapsed, 1),
+            "server_cpu_us_per_call": round((process_cpu_s(process.process.pid) - before) / calls * 1e6, 1)}
 
 
 async def _concurrent_starts(target: str, episodes, concurrent: int, rounds: int) -> list[float]:
@@ -352,11 +408,16 @@ def print_table(report: dict) -> None:
         print(f"{name:52s}{row['n']:>7d}{p50:>10s}{p99:>10s}")
     print("\nconcurrent sessions, closed loop (asyncio clients in the benchmark process)")
     print(f"{'':22s}{'sessions':>9s}{'actions/s':>11s}{'step p50 µs':>13s}{'step p99 µs':>13s}"
-          f"{'min actions':>13s}")
+          f"{'min actions':>13s}{'server CPU µs/action':>22s}")
     for row in report["concurrency"]:
         print(f"{row['transport']:22s}{row['sessions']:>9d}{row['actions_per_s']:>11.0f}"
               f"{row['latency']['p50_us']:>13.0f}{row['latency']['p99_us']:>13.0f}"
-              f"{row['min_actions_per_session']:>13d}")
+              f"{row['min_actions_per_session']:>13d}{row['server_cpu_us_per_action']:>22.0f}")
+    print("echo servers, same clients and message sizes:")
+    for kind, rows in report["echo_closed_loop"].items():
+        for name, row in rows.items():
+            print(f"  {kind} echo, {name}: {row['calls_per_s']:.0f} calls/s, "
+                  f"server CPU {row['server_cpu_us_per_call']:.0f} µs/call")
     if report.get("batch_delay"):
         print("\nmax queue delay (--batch-delay-us): one robot's stream keep step, 32 unary sessions")
         print(f"{'delay µs':>9s}{'1 robot p50 µs':>16s}{'1 robot p99 µs':>16s}{'32 sessions actions/s':>23s}")
@@ -434,10 +495,14 @@ def run(bundle_dir: Path, args) -> dict:
                 observation=pb.ActRequest(observation=observations[0])).ByteSize(),
             "control_response": pb.ControlResponse(action=act_response).ByteSize(),
         }
-        echo = {}
+        echo, echo_cpu = {}, {}
         for kind in ("threaded", "asyncio"):
             with EchoProcess(sizes["act_response"], sizes["control_response"], kind) as process:
                 echo[kind] = time_echo_pair(process.target, sizes, args.echo_calls)
+                echo_cpu[kind] = {
+                    "unary, 32 sessions": echo_cpu_per_call(process, sizes, 32, args.throughput_seconds, False),
+                    "stream, 64 sessions": echo_cpu_per_call(process, sizes, 64, args.throughput_seconds, True),
+                }
         time_unary(stub, warmup)
         unary = time_unary(stub, episodes)
         time_stream(stub, warmup)
@@ -467,7 +532,8 @@ def run(bundle_dir: Path, args) -> dict:
                                              ("Control streams", (64, 256, 1000), True)):
             for sessions in levels:
                 print(f"{sessions} concurrent sessions ({transport})...", flush=True)
-                row = closed_loop(sessions, server.target, episodes, args.throughput_seconds, is_stream)
+                row = closed_loop(sessions, server.target, episodes, args.throughput_seconds, is_stream,
+                                  server.proc.pid)
                 concurrency.append({"transport": transport, **row})
 
     batch_delay = []
@@ -496,6 +562,7 @@ def run(bundle_dir: Path, args) -> dict:
         "message_bytes": sizes,
         "latency": latency,
         "concurrency": concurrency,
+        "echo_closed_loop": echo_cpu,
         "batch_delay": batch_delay,
     }
 
