@@ -235,7 +235,8 @@ async def _open_stream(stub, goal):
     return call
 
 
-async def _closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool) -> dict:
+async def _closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool,
+                       server_pid: int | None = None) -> dict:
     """`sessions` episodes at once, each sending its next observation as soon as the previous
     action arrives, for `seconds` after all have started: actions/s, per-step latency, and the
     fewest actions any session got (0: a session was starved)."""
@@ -264,15 +265,17 @@ async def _closed_loop(sessions: int, target: str, episodes, seconds: float, str
         await begin.wait()
         steps = 0
         while time.perf_counter() < window["end"]:
-            obs = observations[steps % len(observations)]
+            obs = observations[steps % len(observations)]  # (steps: this session's so far)
             started = time.perf_counter()
             if stream:
                 await call.write(pb.ControlRequest(observation=pb.ActRequest(observation=obs)))
                 await call.read()
             else:
                 await stub.Act(pb.ActRequest(session_id=session_id, observation=obs), timeout=TIMEOUT)
-            latencies.append(time.perf_counter() - started)
-            steps += 1
+            finished = time.perf_counter()
+            if finished <= window["end"]:  # only actions inside the window count
+                latencies.append(finished - started)
+                steps += 1
         if stream:
             await call.done_writing()
             assert await call.code() == grpc.StatusCode.OK
@@ -286,15 +289,20 @@ async def _closed_loop(sessions: int, target: str, episodes, seconds: float, str
     for task in tasks:
         if task.done():  # a session failed before the window: report it
             task.result()
+    cpu = [process_cpu_s(server_pid) if server_pid else 0.0]
     window["start"] = time.perf_counter()
     window["end"] = window["start"] + seconds
     begin.set()
+    await asyncio.sleep(seconds)
+    cpu.append(process_cpu_s(server_pid) if server_pid else 0.0)  # the window only, no starts
     steps = await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - window["start"]
     for channel in channels:
         await channel.close()
-    return {"sessions": sessions, "actions_per_s": round(sum(steps) / elapsed, 1), "elapsed_s": elapsed,
-            "min_actions_per_session": int(min(steps)), "latency": summarize(latencies)}
+    row = {"sessions": sessions, "actions_per_s": round(sum(steps) / seconds, 1),
+           "min_actions_per_session": int(min(steps)), "latency": summarize(latencies)}
+    if server_pid:
+        row["server_cpu_us_per_action"] = round((cpu[1] - cpu[0]) / max(1, sum(steps)) * 1e6, 1)
+    return row
 
 
 def process_cpu_s(pid: int) -> float:
@@ -305,16 +313,9 @@ def process_cpu_s(pid: int) -> float:
 
 def closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool,
                 server_pid: int | None = None) -> dict:
-    """`_closed_loop`, plus the server's CPU time per action when its pid is given: CPU per
-    action depends much less on other load on the machine than actions/s do."""
-    before = process_cpu_s(server_pid) if server_pid else 0.0
-    row = asyncio.run(_closed_loop(sessions, target, episodes, seconds, stream))
-    if server_pid:
-        actions = row["actions_per_s"] * row.pop("elapsed_s")
-        row["server_cpu_us_per_action"] = round((process_cpu_s(server_pid) - before) / actions * 1e6, 1)
-    else:
-        row.pop("elapsed_s")
-    return row
+    """`_closed_loop`; with the server's pid also its CPU time per action over the window,
+    which depends much less on other load on the machine than actions/s do."""
+    return asyncio.run(_closed_loop(sessions, target, episodes, seconds, stream, server_pid))
 
 
 async def _echo_closed_loop(sessions: int, target: str, sizes: dict, seconds: float, stream: bool) -> int:
