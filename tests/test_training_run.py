@@ -154,6 +154,15 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     assert m3["provenance"]["planner_overrides"] == {"local_horizon": 25, "search": "hard"}
     r = l3p("export", "run", "b4", "--planner", "d_max=-1", cwd=tmp_path)
     assert r.returncode == 2 and "d_max must be a finite number > 0" in r.stderr
+    # GLS landmarks: visited states from the run's replay instead of decoded centroids.
+    r = l3p("export", "run", "b5", "--landmarks", "gls", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    m5 = json.loads((tmp_path / "b5" / "manifest.json").read_text())
+    assert m5["provenance"]["landmarks"].startswith("GLS") and m5["n_landmarks"] == TINY["n_landmarks"]
+    (lm,) = ort.InferenceSession(str(tmp_path / "b5" / "landmarks.onnx")).run(None, {})
+    with np.load(tmp_path / "run" / "replay.npz") as replay:
+        visited = replay["ag"].reshape(-1, 3)
+    assert all(np.any(np.all(visited == row, axis=1)) for row in lm)  # each one an achieved goal
     r = l3p("train", "--env", "FetchPush-v4", "--out", "run", cwd=tmp_path)
     assert r.returncode == 2 and "--resume" in r.stderr
 
