@@ -213,7 +213,7 @@ def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((tmp_path / "run" / "bundle" / "manifest.json").read_text())
     prov = m["provenance"]
-    assert prov["env_steps"] == 400 and prov["config"]["max_episode_steps"] == 100
+    assert prov["env_steps"] == 400 and prov["config"]["max_episode_steps"] == 200
     assert set(prov["success"]) == {"policy", "eval_episodes", "eval_seed_base", "eval_pairs"}  # no l3p cell
     assert prov["success"]["eval_pairs"] == "far" and "before planning started" in prov["landmarks"]
     assert m["n_landmarks"] == 50 and m["env_id"] == "PointMaze_Large-v3"

@@ -141,8 +141,10 @@ PRESETS: dict[str, TrainConfig] = {
     # gamma 0.98 / clip 80, noise 0.2 / random 0.2, HER 0.85 over 80 steps, batch 512,
     # 50 landmarks, planning after 500 episodes.
     # Deliberate changes, each measured here:
-    # - 100-step training episodes (~4 cells of travel; the authors' 200 steps were for a faster
-    #   point; cells are ~25 steps apart here);
+    # - 200-step training episodes, 4 envs per cycle (the authors' length; ~8 cells of travel,
+    #   cells are ~25 steps apart here). Measured against 100-step episodes x 8 envs, same
+    #   updates per env step, 20 far pairs at 240 k env steps: policy 0.10 / l3p 0.25 (200 steps)
+    #   vs 0.20 / 0.05 (100 steps, whose landmarks still sat half inside walls);
     # - action_l2 0.05, not 0.5, and target updates every 10 optimizer steps (Polyak 0.95, i.e.
     #   0.60 per 100-update cycle), not once per cycle: a first run with 0.5 and per-cycle
     #   updates had, at 94 k env steps, an actor whose |a| <= 0.1 (one step of force moves the
@@ -153,7 +155,7 @@ PRESETS: dict[str, TrainConfig] = {
     # - d_max 40 and local horizon 20 steps, since adjacent cells are ~25 steps apart (the
     #   authors' d_max 20 would cut nearly every edge); lr 1e-3 (our Fetch default).
     "PointMaze_Large-v3": TrainConfig(
-        env_id="PointMaze_Large-v3", total_env_steps=400_000, max_episode_steps=100, n_envs=8,
+        env_id="PointMaze_Large-v3", total_env_steps=480_000, max_episode_steps=200, n_envs=4,
         warmup_episodes=100, noise_eps=0.2, random_eps=0.2, updates_per_cycle=100, batch_size=512,
         buffer_episodes=10_000, relabel_p=0.85, future_step=80, gamma=0.98, clip_return=80.0,
         action_l2=0.05, polyak=0.95, target_update_every=10, n_landmarks=50, extra_landmarks=50,
