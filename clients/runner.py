@@ -5,7 +5,9 @@
 Episode ``i`` resets the env with seed ``seed + i`` and starts the planner session with the
 same seed, so a run is reproducible and ``l3p eval`` can replay the same episodes under every
 planner mode. Success is ``info["is_success"]`` at the last step. Latency is the client-side
-round trip of each Act (or stream message).
+round trip of each Act (or stream message). Episodes resume when their server is lost (the
+client library's ``resume=True``: a new session with the same goal, one re-plan); each episode
+is still counted once, and its resumes are reported.
 
 The video shows the planner's current subgoal as a marker drawn into the MuJoCo scene: a blue
 sphere on a landmark subgoal, a translucent green sphere around the final goal when the
@@ -26,7 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from clients.client import MODES, ModelInfo, PlannerClient, PlannerError
+from clients.client import (
+    MODES,
+    ModelInfo,
+    PlannerClient,
+    PlannerError,
+    channel_credentials,
+    read_token,
+)
 
 # The simulator is imported lazily (it is slow to import), but a missing one should fail at
 # import like any dependency, so `l3p` can say which extra to install.
@@ -57,6 +66,7 @@ class EpisodeResult:
     steps: int
     replans: int
     latencies_s: list[float]  # per step, client-side round trip
+    resumes: int = 0  # sessions replaced after their server was lost
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +77,7 @@ class EpisodeResult:
             "final_distance": self.final_distance,
             "steps": self.steps,
             "replans": self.replans,
+            "resumes": self.resumes,
             "latency_ms": {"p50": percentile_ms(self.latencies_s, 50),
                            "p99": percentile_ms(self.latencies_s, 99)},
         }
@@ -102,6 +113,10 @@ class RunResult:
     @property
     def mean_final_distance(self) -> float:
         return float(np.mean([e.final_distance for e in self.episodes])) if self.episodes else float("nan")
+
+    @property
+    def resumes(self) -> int:
+        return sum(e.resumes for e in self.episodes)
 
     @property
     def replans_per_episode(self) -> float:
@@ -216,6 +231,10 @@ class EnvMismatchError(RuntimeError):
     pass
 
 
+class ConnectionConfigError(RuntimeError):
+    """A TLS or token file cannot be used."""
+
+
 def check_env(info: ModelInfo, env_id: str, env: Any, force: bool = False) -> list[str]:
     """Refuse (or with ``force``, warn about) an env the served model was not trained on."""
     problems = []
@@ -248,7 +267,7 @@ def run_episode(
     open_episode = client.stream_episode if stream else client.episode
     latencies, replans, steps = [], 0, 0
     step = None
-    with open_episode(obs["desired_goal"], mode=mode, seed=seed) as ep:
+    with open_episode(obs["desired_goal"], mode=mode, seed=seed, resume=True) as ep:
         while True:
             step = ep.act(obs["observation"])
             latencies.append(step.latency_s)
@@ -271,6 +290,7 @@ def run_episode(
         steps=steps,
         replans=int(replans),
         latencies_s=latencies,
+        resumes=ep.resumes,
     )
 
 
@@ -312,6 +332,15 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stream", action="store_true",
                         help="one Control stream per episode instead of unary Act calls")
     parser.add_argument("--timeout", type=float, default=5.0, help="per-call deadline, seconds")
+    tls = parser.add_argument_group("TLS and authentication (l3p serve --tls-cert/--auth-token-file)")
+    tls.add_argument("--tls-ca", metavar="PEM",
+                     help="connect with TLS, trusting this CA (or the server's self-signed certificate)")
+    tls.add_argument("--tls-cert", metavar="PEM", help="client certificate, for mutual TLS")
+    tls.add_argument("--tls-key", metavar="PEM", help="the client certificate's private key")
+    tls.add_argument("--tls-server-name", metavar="NAME",
+                     help="name to check the server's certificate against (default: the host in --server)")
+    tls.add_argument("--token-file", metavar="FILE",
+                     help="send the bearer token in FILE (first line, 'token' or 'name:token')")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -325,7 +354,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
     """Client, the server's model info, and the env id to run (--env or the model's)."""
-    client = PlannerClient(args.server, timeout_s=args.timeout)
+    tls = args.tls_ca or args.tls_cert or args.tls_key
+    try:
+        credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key) if tls else None
+        token = read_token(args.token_file) if args.token_file else None
+    except (OSError, ValueError) as err:
+        raise ConnectionConfigError(str(err)) from None
+    client = PlannerClient(args.server, timeout_s=args.timeout, credentials=credentials, token=token,
+                           tls_server_name=args.tls_server_name)
     try:
         info = client.model_info()
     except BaseException:
@@ -354,8 +390,8 @@ def run(args: argparse.Namespace) -> RunResult:
                 print(f"episode {ep.index:3d}  seed {ep.env_seed}  "
                       f"{'success' if ep.success else 'failure'}  "
                       f"final distance {ep.final_distance:.3f}  steps {ep.steps}  "
-                      f"re-plans {ep.replans}  p50 {percentile_ms(ep.latencies_s, 50):.2f} ms",
-                      flush=True)
+                      f"re-plans {ep.replans}  p50 {percentile_ms(ep.latencies_s, 50):.2f} ms"
+                      f"{f'  resumed {ep.resumes}x' if ep.resumes else ''}", flush=True)
 
             return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
                                 mode=args.planner, stream=args.stream, video=video,
@@ -371,14 +407,15 @@ def run(args: argparse.Namespace) -> RunResult:
 def run_run(args: argparse.Namespace) -> int:
     try:
         result = run(args)
-    except (PlannerError, EnvMismatchError) as err:
+    except (PlannerError, EnvMismatchError, ConnectionConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2 if isinstance(err, EnvMismatchError) else 1
+        return 1 if isinstance(err, PlannerError) else 2
     n, k = len(result.episodes), sum(result.successes)
     print(f"{result.env_id}  planner {result.mode}{' (stream)' if result.stream else ''}: "
           f"success {k}/{n}  mean final distance {result.mean_final_distance:.3f}  "
           f"re-plans/episode {result.replans_per_episode:.1f}  "
-          f"step latency p50 {result.latency_p50_ms:.2f} ms  p99 {result.latency_p99_ms:.2f} ms")
+          f"step latency p50 {result.latency_p50_ms:.2f} ms  p99 {result.latency_p99_ms:.2f} ms  "
+          f"resumes {result.resumes}")
     if args.video:
         # Offscreen rendering competes for the CPU, which shows in the latencies above.
         print(f"video: {args.video} (latencies measured while rendering)")

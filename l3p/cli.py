@@ -85,7 +85,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"
         export_bundle(trainer.agent, bundle_dir, trainer.provenance(), force=True)
         _add_plots(trainer.run_dir, bundle_dir, trainer.agent.landmarks(), trainer.cfg.env_id)
-        print(f"bundle written to {bundle_dir}")
+        print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
         return 0
     except (UnknownEnvError, CheckpointError, BundleExistsError) as exc:
         raise CliError(str(exc)) from None
@@ -130,6 +130,15 @@ def _stop_on_signals():
             signal.signal(sig, old)
 
 
+def _digest(bundle_dir: Path) -> str:
+    """The digest GetModelInfo reports and `l3p serve --bundle-sha256` pins."""
+    import json
+
+    from serving.bundle import bundle_digest
+
+    return bundle_digest(json.loads((bundle_dir / "manifest.json").read_text()))
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from training.export import BundleExistsError, agent_from_checkpoint, export_bundle
     from training.trainer import CheckpointError, load_checkpoint, run_provenance
@@ -150,7 +159,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         _add_plots(run_dir, Path(args.out_dir), agent.landmarks(), agent.cfg.env_id)
     except (CheckpointError, BundleExistsError) as exc:
         raise CliError(str(exc)) from None
-    print(f"bundle written to {args.out_dir}")
+    print(f"bundle written to {args.out_dir} (sha256 {_digest(Path(args.out_dir))})")
     return 0
 
 

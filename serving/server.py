@@ -19,10 +19,12 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 
@@ -36,7 +38,16 @@ from protos import l3p_planner_pb2_grpc as pb_grpc
 from serving.bundle import Bundle, BundleError, load_bundle
 from serving.metrics import Metrics
 from serving.planner import EpisodePlanner
-from serving.sessions import Session, SessionLimitError, SessionNotFoundError, SessionStore
+from serving.security import (
+    AuthInterceptor,
+    Gatekeeper,
+    Security,
+    SecurityConfigError,
+    add_security_arguments,
+    is_loopback,
+    security_from_args,
+)
+from serving.sessions import Owner, Session, SessionLimitError, SessionNotFoundError, SessionStore
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Planner"].full_name  # "l3p.v1.Planner"
 
@@ -99,9 +110,15 @@ def stream_slots(workers: int) -> int:
     return max(1, workers - min(4, workers // 2))
 
 
+def _anonymous(context: grpc.ServicerContext) -> str:
+    return ""
+
+
 class PlannerServicer(pb_grpc.PlannerServicer):
-    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics, workers: int = 64):
+    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics, workers: int = 64,
+                 principal: Callable[[grpc.ServicerContext], str] = _anonymous):
         self._bundle = bundle
+        self._principal = principal  # who is calling: the owner of the sessions it opens
         self._store = store
         self._metrics = metrics
         self._model_info = model_info(bundle)
@@ -115,15 +132,15 @@ class PlannerServicer(pb_grpc.PlannerServicer):
 
     @_answers_errors
     def StartEpisode(self, request, context):
-        return self._start(request)[1]
+        return self._start(request, Owner(self._principal(context)))[1]
 
     @_answers_errors
     def Act(self, request, context):
-        return self._act(request.session_id, request.observation)
+        return self._act(request.session_id, request.observation, Owner(self._principal(context)))
 
     @_answers_errors
     def EndEpisode(self, request, context):
-        session = self._store.pop(request.session_id)
+        session = self._store.pop(request.session_id, Owner(self._principal(context)))
         with session.lock:  # a step still in flight is counted
             planner = session.planner
             steps, replans = planner.step_count, planner.replans
@@ -147,7 +164,8 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                             "a second 'start' on this Control stream: one stream carries one "
                             "episode; open a new stream for the next"
                         )
-                    session, started = self._start(request.start)
+                    session, started = self._start(
+                        request.start, Owner.of_stream(self._principal(context)))
                     # Runs when the RPC ends for any reason: completion, error, client cancel.
                     if not context.add_callback(functools.partial(self._end_stream, session.id)):
                         self._end_stream(session.id)  # the RPC already ended
@@ -159,7 +177,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                             "stream must be 'start' carrying the goal"
                         )
                     yield pb.ControlResponse(
-                        action=self._act(session.id, request.observation.observation)
+                        action=self._act(session.id, request.observation.observation, session.owner)
                     )
                 else:
                     raise InvalidRequestError(
@@ -173,15 +191,17 @@ class PlannerServicer(pb_grpc.PlannerServicer):
 
     # -- the work shared by unary calls and the stream
 
-    def _start(self, request: pb.StartEpisodeRequest) -> tuple[Session, pb.StartEpisodeResponse]:
+    def _start(self, request: pb.StartEpisodeRequest,
+               owner: Owner) -> tuple[Session, pb.StartEpisodeResponse]:
         bundle = self._bundle
         goal = self._vector(request.goal, "goal", bundle.goal_dim, "goal_dim")
         config, seed = self._episode_config(request.options)
         self._store.check_capacity()  # before the graph solve, the costly part of a start
         planner = EpisodePlanner(bundle.landmarks, goal, bundle.value_fn, config, seed=seed)
-        session = self._store.add(planner)
+        session = self._store.add(planner, owner)
         self._metrics.sessions_started.inc()
-        _event(logging.INFO, "session_started", session=session.id, mode=config.mode,
+        _event(logging.INFO, "session_started", session=session.id, owner=owner.principal,
+               stream=owner.stream is not None, mode=config.mode,
                search=config.search, seed=seed, live=len(self._store))
         return session, pb.StartEpisodeResponse(
             session_id=session.id,
@@ -189,10 +209,10 @@ class PlannerServicer(pb_grpc.PlannerServicer):
             landmark_to_goal=planner.landmark_to_goal,
         )
 
-    def _act(self, session_id: str, observation) -> pb.ActResponse:
+    def _act(self, session_id: str, observation, owner: Owner) -> pb.ActResponse:
         started = time.perf_counter()
         obs = self._vector(observation, "observation", self._bundle.obs_dim, "obs_dim")
-        session = self._store.get(session_id)
+        session = self._store.get(session_id, owner)
         with session.lock:
             step = session.planner.step_count
             result = session.planner.step(obs, self._bundle.distance_fn, self._bundle.policy_fn)
@@ -294,7 +314,12 @@ def model_info(bundle: Bundle) -> pb.ModelInfo:
 
 
 class PlannerServer:
-    """The gRPC server with the planner, health and reflection services and the TTL reaper."""
+    """The gRPC server with the planner, health and (optionally) reflection services and the
+    TTL reaper.
+
+    ``credentials``: TLS for the port (plaintext when None). ``gate``: token checks and caller
+    identities (serving/security.py); None admits everyone as one anonymous principal.
+    ``replica_id``: prefixes session ids ("ID.") so a proxy can route a session's calls here."""
 
     def __init__(
         self,
@@ -305,12 +330,21 @@ class PlannerServer:
         session_ttl_s: float = 300.0,
         max_sessions: int = 1024,
         workers: int = 64,
+        credentials: grpc.ServerCredentials | None = None,
+        gate: Gatekeeper | None = None,
+        with_reflection: bool = False,
+        replica_id: str | None = None,
     ):
-        self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire)
+        self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire,
+                                  id_prefix=f"{replica_id}." if replica_id else "")
         self.metrics = Metrics(sessions_live=lambda: len(self.store))
         self.health = health.HealthServicer()
+        interceptors = []
+        if gate is not None and gate.tokens is not None:
+            interceptors.append(AuthInterceptor(gate, SERVICE_NAME, self._on_refused))
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="l3p-rpc"),
+            interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 # Ping idle connections so a robot that vanished without closing its stream is
@@ -322,15 +356,21 @@ class PlannerServer:
                 ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
+        principal = gate.principal if gate is not None else _anonymous
         pb_grpc.add_PlannerServicer_to_server(
-            PlannerServicer(bundle, self.store, self.metrics, workers), self._server
+            PlannerServicer(bundle, self.store, self.metrics, workers, principal), self._server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
-        )
+        if with_reflection:
+            reflection.enable_server_reflection(
+                (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
+            )
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        self.port = self._server.add_insecure_port(address)  # RuntimeError if it cannot bind
+        # RuntimeError if it cannot bind
+        if credentials is None:
+            self.port = self._server.add_insecure_port(address)
+        else:
+            self.port = self._server.add_secure_port(address, credentials)
         self._reaper_stop = threading.Event()
         self._reaper = threading.Thread(
             target=self.store.run_reaper,
@@ -358,6 +398,10 @@ class PlannerServer:
         # grpc waits in short slices, so signal handlers run promptly in the main thread.
         self._server.wait_for_termination()
 
+    def _on_refused(self, method: str, reason: str) -> None:
+        self.metrics.errors.labels(grpc.StatusCode.UNAUTHENTICATED.name).inc()
+        _event(logging.INFO, "request_refused", method=method, code="UNAUTHENTICATED", message=reason)
+
     def _on_expire(self, session: Session) -> None:
         self.metrics.sessions_expired.inc()
         _event(logging.INFO, "session_expired", session=session.id,
@@ -368,7 +412,7 @@ class PlannerServer:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, event, then the event's fields."""
+    """One JSON object per line: ts, level, logger, pid, event, then the event's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -376,6 +420,7 @@ class JsonFormatter(logging.Formatter):
             .isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,  # tells apart the processes of --processes N
             "event": record.getMessage(),
             **getattr(record, "fields", {}),
         }
@@ -412,6 +457,18 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _sha256(text: str) -> str:
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        raise argparse.ArgumentTypeError(f"expected 64 hex digits, got {text!r}")
+    return text.lower()
+
+
+def _replica_id(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9-]{1,32}", text):
+        raise argparse.ArgumentTypeError(f"expected 1-32 of A-Z a-z 0-9 -, got {text!r}")
+    return text
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bundle", type=Path, required=True, help="model bundle directory")
     parser.add_argument("--host", default="127.0.0.1",
@@ -434,13 +491,55 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="shut down (as on SIGTERM) when process PID, the supervisor that "
                              "started this server, exits (Linux)")
     parser.add_argument("--metrics-port", type=_port, default=0,
-                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off)")
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off; "
+                             "with --processes N, process i serves PORT+i)")
+    add_security_arguments(parser)
+    parser.add_argument("--reflection", action="store_true",
+                        help="serve gRPC server reflection (lists the services; off by default)")
+    parser.add_argument("--bundle-sha256", metavar="HEX", type=_sha256,
+                        help="refuse to start unless the bundle's digest (printed by l3p export, "
+                             "reported by GetModelInfo) is HEX")
+    parser.add_argument("--processes", type=_count, default=1,
+                        help="server processes sharing the port (SO_REUSEPORT; default 1); each "
+                             "client connection, with its sessions, stays on one process")
+    parser.add_argument("--replica-id", type=_replica_id, metavar="ID",
+                        help="prefix session ids with 'ID.' so a proxy can send a session's unary "
+                             "calls to this replica (deploy/nginx)")
+
+
+def operator_error(message: str) -> int:
+    """An operator's error (bad bundle or option, busy port): one line, no traceback."""
+    print(f"l3p serve: error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def check_pin(bundle: Bundle, expected: str | None) -> None:
+    if expected is not None and bundle.sha256 != expected.lower():
+        raise BundleError(
+            f"bundle {bundle.path} has digest {bundle.sha256}, not the pinned --bundle-sha256 "
+            f"{expected}; refusing to serve it")
 
 
 def run_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     try:
+        security = security_from_args(args)
         bundle = load_bundle(args.bundle)
+        check_pin(bundle, args.bundle_sha256)
+    except (BundleError, SecurityConfigError) as exc:
+        return operator_error(str(exc))
+    if args.processes > 1:
+        from serving.processes import run_processes
+
+        return run_processes(args)
+    return serve(args, bundle, security,
+                 on_ready=lambda port: print(f"L3P_SERVER_READY port={port}", flush=True))
+
+
+def serve(args: argparse.Namespace, bundle: Bundle, security: Security,
+          on_ready: Callable[[int], None], **log_fields) -> int:
+    """Runs one server process until SIGTERM/SIGINT; calls on_ready(port) once it serves."""
+    try:
         server = PlannerServer(
             bundle,
             host=args.host,
@@ -448,17 +547,17 @@ def run_serve(args: argparse.Namespace) -> int:
             session_ttl_s=args.session_ttl,
             max_sessions=args.max_sessions,
             workers=args.workers,
+            credentials=security.credentials,
+            gate=security.gate,
+            with_reflection=args.reflection,
+            replica_id=args.replica_id,
         )
         if args.metrics_port:
             server.metrics.serve_http(args.metrics_port, args.host)
-    # A bad bundle, a port that cannot be bound: one line for the operator, no traceback.
-    except (BundleError, RuntimeError) as exc:  # grpc raises RuntimeError when it cannot bind
-        print(f"l3p serve: error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
+        return operator_error(str(exc))
     except OSError as exc:
-        print(f"l3p serve: error: metrics port {args.metrics_port}: {exc.strerror}",
-              file=sys.stderr, flush=True)
-        return 2
+        return operator_error(f"metrics port {args.metrics_port}: {exc.strerror}")
 
     signals = 0
 
@@ -474,19 +573,25 @@ def run_serve(args: argparse.Namespace) -> int:
 
     server.start()
     if args.exit_with_parent is not None:
-        _exit_with_parent(args.exit_with_parent)
+        exit_with_parent(args.exit_with_parent)
+    if security.credentials is None and not is_loopback(args.host):
+        _event(logging.WARNING, "insecure", host=args.host,
+               message="plaintext on a non-loopback address (--insecure): tokens and "
+                       "observations cross the network unencrypted")
     _event(logging.INFO, "serving", host=args.host, port=server.port, env_id=bundle.env_id,
            bundle=str(args.bundle), bundle_sha256=bundle.sha256, n_landmarks=bundle.n_landmarks,
            metrics_port=args.metrics_port or None, session_ttl_s=args.session_ttl,
            max_sessions=args.max_sessions, workers=args.workers,
-           max_message_bytes=MAX_MESSAGE_BYTES)
-    print(f"L3P_SERVER_READY port={server.port}", flush=True)
+           max_message_bytes=MAX_MESSAGE_BYTES, tls=security.credentials is not None,
+           mutual_tls=args.tls_client_ca is not None, tokens=args.auth_token_file is not None,
+           reflection=args.reflection, replica_id=args.replica_id, **log_fields)
+    on_ready(server.port)
     server.wait_for_termination()
     _event(logging.INFO, "stopped", live_sessions=len(server.store))
     return 0
 
 
-def _exit_with_parent(pid: int) -> None:
+def exit_with_parent(pid: int) -> None:
     """Ask the kernel for SIGTERM when our parent dies (PR_SET_PDEATHSIG); if it is already gone
     (we were re-parented before asking), shut down now."""
     if sys.platform.startswith("linux"):

@@ -161,7 +161,7 @@ def serve(bundle: Path, *args: str):
 
 @pytest.fixture(scope="module")
 def server(untrained_bundle):
-    yield from serve(untrained_bundle, "--max-sessions", str(MAX_SESSIONS))
+    yield from serve(untrained_bundle, "--max-sessions", str(MAX_SESSIONS), "--reflection")
 
 
 @pytest.fixture(scope="module")
@@ -414,6 +414,18 @@ class TestErrors:
             error = rpc_error(call, request)
             assert error.code() == grpc.StatusCode.NOT_FOUND
             assert "unknown, ended, or idle" in error.details()
+
+    def test_a_stream_session_is_not_reachable_by_unary_calls(self, stub):
+        stream = StreamEpisode(stub)
+        session_id = stream.start(initial(0)[1]).session_id
+        obs = initial(0)[0]
+        for call, request in ((stub.Act, pb.ActRequest(session_id=session_id, observation=obs)),
+                              (stub.EndEpisode, pb.EndEpisodeRequest(session_id=session_id))):
+            error = rpc_error(call, request)
+            assert error.code() == grpc.StatusCode.NOT_FOUND
+            assert f"session_id {session_id!r} is not a live session" in error.details()
+        assert stream.act(obs).step == 0  # the stream's episode is untouched
+        stream.close()
 
     def test_observation_before_start_on_a_stream(self, stub):
         first = pb.ControlRequest(observation=pb.ActRequest(observation=initial(0)[0]))
