@@ -34,15 +34,17 @@ A server with TLS and tokens (``l3p serve --tls-cert ... --auth-token-file ...``
     client = PlannerClient("planner:443", credentials=creds, token=read_token("robot.token"))
 
 Resume (opt-in, ``episode(goal, resume=True)``, same for streams): when the server that holds the
-episode is gone (UNAVAILABLE, or NOT_FOUND after a restart lost it), ``act`` starts a new episode
+episode is gone (UNAVAILABLE, NOT_FOUND after a restart lost it, or a call cancelled or reset as
+it went down), ``act`` starts a new episode
 with the same goal and options on whichever server answers, and sends it the same observation:
 the robot gets its action, the planner re-plans once (the new session's first step), and
 ``step.resumed`` / ``ep.resumes`` say it happened. The lost session, if its server still runs
 unreachable, is freed by that server's idle TTL.
 
-Retries: ``GetModelInfo``, ``StartEpisode`` and ``EndEpisode`` are retried on UNAVAILABLE with
-exponential backoff and jitter (:class:`RetryPolicy`). ``Act`` and the ``Control`` stream are
-NOT retried: an Act that reached the server before the connection broke has already advanced
+Retries: ``GetModelInfo``, ``StartEpisode``, ``EndEpisode`` and the opening of a ``Control``
+stream (until its ``started`` reply) are retried on UNAVAILABLE with exponential backoff and jitter
+(:class:`RetryPolicy`); a stream that fails before it started leaves no session. ``Act`` and the
+stream's observations are NOT retried: an Act that reached the server before the connection broke has already advanced
 the episode's planner state (step index, re-plan counter), so a retry would step twice; and
 after a backoff the observation is stale anyway. The control loop should send a fresh
 observation (or stop the robot) instead. A retried ``StartEpisode`` whose first attempt did
@@ -155,12 +157,14 @@ _ERRORS: dict[grpc.StatusCode, type[PlannerError]] = {
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
 
-# Errors after which an episode's session is gone but a new one can carry on (resume=True):
-# unary calls that cannot reach the session's server, or reach one that no longer holds it; a
-# stream that broke (a proxy resets it, INTERNAL, when the replica behind it dies).
-_SESSION_LOST = (Unavailable, NotFound)
-_STREAM_LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL,
-                          grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED})
+# Failures after which an episode's session is gone or out of reach, so a new session can carry
+# on (resume=True): the server cannot be reached (UNAVAILABLE), no longer holds the session after a
+# restart (NOT_FOUND), cancelled the call while stopping (CANCELLED), or a proxy reset the call
+# when the replica behind it died (INTERNAL, UNKNOWN). Resuming abandons the old session, so a
+# call that did reach it before failing is never applied twice. Not among them: the caller's
+# own errors and DEADLINE_EXCEEDED (a slow server may still answer the next call).
+_LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.CANCELLED,
+                   grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
 
 
 def _translate(err: grpc.RpcError, method: str) -> PlannerError:
@@ -591,8 +595,8 @@ class Episode:
             raise RuntimeError("episode not started or already ended")
         try:
             return self._client.act(self.session_id, observation, timeout=timeout)
-        except _SESSION_LOST as lost:
-            if not self.resume:
+        except PlannerError as lost:
+            if not (self.resume and lost.code in _LOST):
                 raise
             log.warning("session %s lost (%s); resuming the episode in a new session",
                         self.session_id, lost)
@@ -739,6 +743,21 @@ class StreamEpisode:
         return self
 
     def _open(self) -> None:
+        """A new stream carrying the episode's start, retried while it breaks before 'started'
+        (UNAVAILABLE, or a proxy's reset): such a stream took its session with it."""
+        policy = self._client.retry
+        for attempt in range(1, policy.max_attempts + 1):
+            try:
+                return self._open_once()
+            except PlannerError as error:
+                if error.code not in _LOST or attempt == policy.max_attempts:
+                    raise
+                wait = policy.backoff_s(attempt, self._client._rng)
+                log.warning("Control: stream failed to start (%s); retry %d/%d in %.2f s",
+                            error.message, attempt, policy.max_attempts - 1, wait)
+                time.sleep(wait)
+
+    def _open_once(self) -> None:
         self._error, self._closed = None, False
         self._stream = _Stream(self._client, self.max_duration_s)
         start = pb.StartEpisodeRequest(goal=_floats(self.goal, "goal"), options=self.options)
@@ -746,18 +765,6 @@ class StreamEpisode:
         started = self._next(None, "started")
         self.session_id = started.session_id
         self.landmark_to_goal = np.array(started.landmark_to_goal, dtype=np.float32)
-
-    def _reopen(self) -> None:
-        """A new stream for the episode; its start is retried on UNAVAILABLE like StartEpisode
-        (a start that did arrive ends with its failed stream, leaving no session)."""
-        policy = self._client.retry
-        for attempt in range(1, policy.max_attempts + 1):
-            try:
-                return self._open()
-            except Unavailable:
-                if attempt == policy.max_attempts:
-                    raise
-                time.sleep(policy.backoff_s(attempt, self._client._rng))
 
     def _exchange(self, observation: Any, timeout: float | None) -> Step:
         assert self._stream is not None
@@ -772,11 +779,11 @@ class StreamEpisode:
         try:
             step = self._exchange(observation, timeout)
         except PlannerError as lost:
-            if not (self.resume and lost.code in _STREAM_LOST):
+            if not (self.resume and lost.code in _LOST):
                 raise
             log.warning("stream of session %s lost (%s); resuming the episode on a new stream",
                         self.session_id, lost)
-            self._reopen()
+            self._open()
             self.resumes += 1
             step = dataclasses.replace(self._exchange(observation, timeout), resumed=True)
         self._steps += 1

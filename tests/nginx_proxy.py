@@ -39,7 +39,9 @@ def render(replica_ports: tuple[int, int], listen_port: int, cert_dir: Path) -> 
         text = text.replace(f"127.0.0.1:{shipped}", f"127.0.0.1:{port}")
     text = text.replace(f"listen {LISTEN_PORT} ", f"listen 127.0.0.1:{listen_port} ")
     text = text.replace(CERT_DIR, str(cert_dir))
-    return text
+    # A replica that failed is retried after fail_timeout; short, so a restarted one gets traffic
+    # within the test.
+    return text.replace("fail_timeout=10s", "fail_timeout=1s")
 
 
 class Nginx:
