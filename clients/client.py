@@ -98,7 +98,8 @@ MODES: dict[str, int] = {
     "naive": pb.PLANNER_MODE_NAIVE,
     "policy": pb.PLANNER_MODE_POLICY,
 }
-SEARCHES: dict[str, int] = {"soft": pb.SEARCH_KIND_SOFT, "hard": pb.SEARCH_KIND_HARD}
+SEARCHES: dict[str, int] = {"soft": pb.SEARCH_KIND_SOFT, "hard": pb.SEARCH_KIND_HARD,
+                            "expectation": pb.SEARCH_KIND_EXPECTATION}
 _MODE_NAMES = {v: k for k, v in MODES.items()}
 _SEARCH_NAMES = {v: k for k, v in SEARCHES.items()}
 
@@ -575,7 +576,7 @@ class Episode:
         self.resume = resume
         self.resumes = 0  # sessions replaced after their server was lost
         self.session_id: str | None = None
-        self.landmark_to_goal: np.ndarray | None = None
+        self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
         self.summary: EpisodeSummary | None = None  # EndEpisode's answer (the last session's)
         self._ended = False
 
@@ -696,7 +697,7 @@ class StreamEpisode:
         self.resume = resume
         self.resumes = 0
         self.session_id: str | None = None
-        self.landmark_to_goal: np.ndarray | None = None
+        self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
         self._stream: _Stream | None = None
         self._error: PlannerError | None = None
         self._closed = False

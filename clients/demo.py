@@ -1,9 +1,12 @@
-"""One-command demo: serve a bundle locally, run Fetch episodes against it, print the table.
+"""One-command demo: serve each shipped model locally, run episodes against it, print its table.
 
-``l3p demo [--bundle models/FetchPush-v4] [--episodes 10] [--seed 2000000000] [--modes l3p]``
+``l3p demo [--bundle DIR ...] [--episodes 10] [--seed 2000000000] [--modes l3p,naive,policy]``
 
-The server runs as a child process (``python -m serving.server --bundle ... --port 0``) and is
-stopped on every exit path: normal end, errors, Ctrl-C and SIGTERM (terminate, wait, kill).
+By default every bundle under ``models/`` is served in turn (FetchPush-v4, PointMaze_Large-v3):
+Fetch episodes use the env's own start/goal draw, maze episodes the fixed far start/goal pairs
+(>= 10 cells apart) of the held-out protocol. Each server runs as a child process
+(``python -m serving.server --bundle ... --port 0``) and is stopped on every exit path: normal
+end, errors, Ctrl-C and SIGTERM (terminate, wait, kill).
 """
 
 from __future__ import annotations
@@ -16,39 +19,53 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import clients
+from clients import mazes
 from clients.client import PlannerClient, PlannerError
 from clients.evaluate import evaluate, format_table, parse_modes, write_report
 from clients.local_server import LocalServer, ServerStartError
 from clients.runner import EnvMismatchError
 
-DEFAULT_BUNDLE = Path("models") / "FetchPush-v4"
+MODELS = Path("models")
+DEFAULT_BUNDLE = MODELS / "FetchPush-v4"
 
 
-def default_bundle() -> Path:
-    """The shipped bundle: next to the package in a checkout, else under the current directory.
+def models_dir() -> Path:
+    """The shipped models: next to the package in a checkout, else under the current directory.
 
     A non-editable install does not carry ``models/``; ``scripts/demo`` runs from the
     repository root, where the second candidate finds it.
     """
-    candidates = [Path(clients.__file__).resolve().parents[1] / DEFAULT_BUNDLE, Path.cwd() / DEFAULT_BUNDLE]
+    candidates = [Path(clients.__file__).resolve().parents[1] / MODELS, Path.cwd() / MODELS]
     for path in candidates:
-        if (path / "manifest.json").is_file():
+        if any(path.glob("*/manifest.json")):
             return path
     return candidates[0]
 
 
+def default_bundle() -> Path:
+    return models_dir() / DEFAULT_BUNDLE.name
+
+
+def shipped_bundles() -> list[Path]:
+    """Every shipped bundle, the default (FetchPush-v4) first."""
+    found = sorted(p.parent for p in models_dir().glob("*/manifest.json"))
+    return sorted(found, key=lambda p: p.name != DEFAULT_BUNDLE.name)
+
+
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--bundle", type=Path, default=None,
-                        help=f"model bundle directory (default: the shipped {DEFAULT_BUNDLE})")
+    parser.add_argument("--bundle", type=Path, action="append", default=None,
+                        help="model bundle directory; repeat for several (default: every shipped "
+                             "bundle under models/)")
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=2_000_000_000,
                         help="episode i uses env and planner seed SEED + i (default 2000000000: "
                              "held out: training draws env seeds below 2**30)")
-    parser.add_argument("--modes", type=parse_modes, default=["l3p"],
-                        help="comma-separated planner modes to compare, e.g. l3p,naive,policy")
-    parser.add_argument("--env", default=None, help="env id (default: the bundle's)")
+    parser.add_argument("--modes", type=parse_modes, default=["l3p", "naive", "policy"],
+                        help="comma-separated planner variants to compare (default l3p,naive,policy)")
+    parser.add_argument("--env", default=None, help="env id (default: each bundle's own)")
     parser.add_argument("--stream", action="store_true", help="use the Control stream per episode")
-    parser.add_argument("--out", default=None, metavar="results.json", help="write the JSON report")
+    parser.add_argument("--out", default=None, metavar="results.json",
+                        help="write the JSON report (one file per bundle: NAME.json beside it if several)")
     parser.add_argument("--ready-timeout", type=float, default=120.0,
                         help="seconds to wait for the server to start")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -73,45 +90,58 @@ def _sigterm_as_exit() -> Iterator[None]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    bundle = args.bundle or default_bundle()
-    if not (bundle / "manifest.json").is_file():
-        print(f"error: no model bundle at {bundle} (missing manifest.json); pass --bundle DIR",
-              file=sys.stderr)
-        return 2
-    server = LocalServer(bundle)
+    bundles = args.bundle or shipped_bundles()
+    for bundle in bundles:
+        if not (bundle / "manifest.json").is_file():
+            print(f"error: no model bundle at {bundle} (missing manifest.json); pass --bundle DIR",
+                  file=sys.stderr)
+            return 2
     with _sigterm_as_exit():
-        try:
-            print(f"starting the planner server for {bundle} ...", file=sys.stderr, flush=True)
-            server.start()
-            server.wait_ready(args.ready_timeout)
-            print(f"server ready on {server.target}", file=sys.stderr, flush=True)
-            with PlannerClient(server.target) as client:
-                info = client.model_info()
-                report = evaluate(client, info, args.env or info.env_id, modes=args.modes,
-                                  episodes=args.episodes, seed=args.seed, stream=args.stream,
-                                  progress=not args.no_progress)
-            print(format_table(report))
-            if args.out:
-                write_report(report, args.out)
-                print(f"wrote {args.out}")
-            return 0
-        except ServerStartError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-        except (PlannerError, EnvMismatchError) as err:
-            tail = server.stderr_tail()
-            print(f"error: {err}" + (f"\nserver stderr tail:\n{tail}" if tail else ""), file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
-        finally:
-            server.stop()
+        for bundle in bundles:
+            out = args.out
+            if out and len(bundles) > 1:
+                out = str(Path(out).with_name(f"{Path(out).stem}-{bundle.name}{Path(out).suffix}"))
+            status = _demo_one(bundle, args, out)
+            if status:
+                return status
+    return 0
+
+
+def _demo_one(bundle: Path, args: argparse.Namespace, out: str | None) -> int:
+    server = LocalServer(bundle)
+    try:
+        print(f"starting the planner server for {bundle} ...", file=sys.stderr, flush=True)
+        server.start()
+        server.wait_ready(args.ready_timeout)
+        print(f"server ready on {server.target}", file=sys.stderr, flush=True)
+        with PlannerClient(server.target) as client:
+            info = client.model_info()
+            env_id = args.env or info.env_id
+            report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes, seed=args.seed,
+                              stream=args.stream, progress=not args.no_progress,
+                              pairs="far" if mazes.is_maze(env_id) else "random")
+        print(format_table(report), flush=True)
+        if out:
+            write_report(report, out)
+            print(f"wrote {out}")
+        return 0
+    except ServerStartError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except (PlannerError, EnvMismatchError) as err:
+        tail = server.stderr_tail()
+        print(f"error: {err}" + (f"\nserver stderr tail:\n{tail}" if tail else ""), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        server.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = add_demo_arguments(argparse.ArgumentParser(
-        prog="l3p demo", description="Serve a bundle locally and run Fetch episodes against it."))
+        prog="l3p demo", description="Serve the shipped bundles locally and run episodes against each."))
     return run_demo(parser.parse_args(argv))
 
 

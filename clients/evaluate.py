@@ -1,11 +1,14 @@
-"""Compare planner modes on the same Fetch episodes.
+"""Compare planner modes on the same episodes of any served goal env.
 
 ``l3p eval --server HOST:PORT --env FetchPush-v4 --episodes 50 --seed 0 --modes l3p,naive,policy
 --out results.json``
+``l3p eval --server HOST:PORT --pairs far --episodes 100 --seed 2000000000
+--modes l3p,l3p@search=hard,naive,policy``   (a maze: fixed far start/goal pairs)
 
-Every mode replays episodes ``seed + i`` (same initial states, goals and planner seeds). The table
-and the JSON report, per mode: success rate with a Wilson 95% interval, mean final distance to
-the goal, re-plans per episode and per-step latency p50/p99.
+Every mode (a variant ``MODE[@key=value...]``, see clients/runner.py) replays episodes
+``seed + i`` (same initial states, goals, maze pairs and planner seeds). The table and the JSON
+report, per variant: success rate with a Wilson 95% interval, mean final distance to the goal,
+re-plans per episode and per-step latency p50/p99.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clients.client import MODES, ModelInfo, PlannerClient, PlannerError
+from clients.client import ModelInfo, PlannerClient, PlannerError
 from clients.runner import (
     ConnectionConfigError,
     EnvMismatchError,
@@ -29,6 +32,7 @@ from clients.runner import (
     close_env,
     connect,
     make_env,
+    parse_variant,
     run_episodes,
 )
 
@@ -56,12 +60,16 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 
 
 def parse_modes(text: str) -> list[str]:
+    """Comma-separated variants, ``MODE[@key=value...]`` each (argparse type)."""
     modes = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODES]
-    if not modes or bad:
-        raise argparse.ArgumentTypeError(
-            f"modes must be a comma-separated subset of {','.join(MODES)}; got {text!r}")
-    return modes
+    if not modes:
+        raise argparse.ArgumentTypeError(f"give at least one planner mode; got {text!r}")
+    for mode in modes:
+        try:
+            parse_variant(mode)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return list(dict.fromkeys(modes))
 
 
 def summarize(run: RunResult) -> dict[str, Any]:
@@ -91,6 +99,7 @@ def evaluate(
     stream: bool = False,
     force_env: bool = False,
     progress: bool = True,
+    pairs: str = "random",
 ) -> dict[str, Any]:
     """Run every mode over the same episodes; the JSON-ready report."""
     env = make_env(env_id)
@@ -104,7 +113,7 @@ def evaluate(
             for mode in modes:
                 bar.set_description(mode)
                 runs[mode] = run_episodes(client, env, env_id, episodes=episodes, seed=seed,
-                                          mode=mode, stream=stream,
+                                          mode=mode, stream=stream, pairs=pairs,
                                           on_episode=lambda _ep: bar.update(1))
         finally:
             bar.close()
@@ -118,6 +127,7 @@ def evaluate(
         "episodes": episodes,
         "seed": seed,
         "seeds": [seed + i for i in range(episodes)],
+        "pairs": pairs,
         "stream": stream,
         "warnings": warnings,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -158,7 +168,8 @@ def format_table(report: dict[str, Any]) -> str:
                        for c, (cell, w) in enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, "-" * len(lines[0]))
     last = report["seed"] + report["episodes"] - 1
-    title = (f"{report['env_id']}: {report['episodes']} episodes per mode, seeds "
+    far = " far start/goal pairs," if report.get("pairs") == "far" else ""
+    title = (f"{report['env_id']}: {report['episodes']} episodes per mode,{far} seeds "
              f"{report['seed']}..{last}{' (stream)' if report['stream'] else ''}")
     return "\n".join([title, *lines])
 
@@ -183,7 +194,8 @@ def _jsonable(x: Any) -> Any:
 def add_eval_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_connection_arguments(parser)
     parser.add_argument("--modes", type=parse_modes, default=["l3p", "naive", "policy"],
-                        help="comma-separated planner modes (default l3p,naive,policy)")
+                        help="comma-separated planner variants MODE[@KEY=VALUE...] (default "
+                             "l3p,naive,policy), e.g. l3p,l3p@search=hard,naive,policy")
     parser.add_argument("--out", default=None, metavar="results.json", help="write the JSON report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
@@ -201,7 +213,7 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes,
                           seed=args.seed, stream=args.stream, force_env=args.force_env,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, pairs=args.pairs)
     except EnvMismatchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -219,7 +231,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = add_eval_arguments(argparse.ArgumentParser(
-        prog="l3p eval", description="Compare planner modes on the same Fetch episodes."))
+        prog="l3p eval", description="Compare planner modes on the same episodes."))
     return run_eval(parser.parse_args(argv))
 
 

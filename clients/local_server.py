@@ -37,6 +37,8 @@ class LocalServer:
         cwd: working directory; the repository root by default, so ``serving`` imports
             from a checkout as well as from an installed package.
         stderr_lines: how many of the server's last stderr lines to keep (``stderr_tail``).
+        env: the server's whole environment (default: this process's). The server sizes its
+            own thread pools, whatever the environment says.
     """
 
     def __init__(
@@ -65,8 +67,7 @@ class LocalServer:
         if host != "127.0.0.1":
             self.command += ["--host", host]
         self.cwd = Path(cwd) if cwd is not None else Path(__file__).resolve().parents[1]
-        self.env = {**os.environ, **(env or {})}
-        self.env.setdefault("OMP_NUM_THREADS", "1")
+        self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"  # the READY line must not sit in a pipe buffer
         self.proc: subprocess.Popen[str] | None = None
         self._stdout: queue.SimpleQueue[str | None] = queue.SimpleQueue()

@@ -1,13 +1,22 @@
-"""Drive gymnasium-robotics Fetch episodes through the planner server.
+"""Drive gymnasium-robotics goal envs (Fetch, PointMaze, AntMaze) through the planner server.
 
 ``l3p run --server HOST:PORT --env FetchPush-v4 --episodes 5 --seed 0 --video push.mp4``
+``l3p run --server HOST:PORT --episodes 5 --pairs far --seed 2000000000``   (a served maze model)
 
 Episode ``i`` resets the env with seed ``seed + i`` and starts the planner session with the
 same seed, so a run is reproducible and ``l3p eval`` can replay the same episodes under every
-planner mode. Success is ``info["is_success"]`` at the last step. Latency is the client-side
-round trip of each Act (or stream message). Episodes resume when their server is lost (the
-client library's ``resume=True``: a new session with the same goal, one re-plan); each episode
-is still counted once, and its resumes are reported.
+planner mode. With ``--pairs far`` (mazes) episode ``i`` is also pinned to the i-th pair of a
+fixed list of start/goal cells >= 10 cells apart, drawn from ``seed`` (clients/mazes.py).
+Success is the env's own flag at the last step (``is_success`` for Fetch, ``success`` for the
+mazes). Latency is the client-side round trip of each Act (or stream message).
+
+A planner variant is a mode with optional per-episode overrides, ``MODE[@key=value...]``,
+e.g. ``l3p@search=hard`` or ``naive@local_horizon=0`` (keys: search, d_max, temperature,
+local_horizon, sample_subgoal).
+
+Episodes resume when their server is lost (the client library's ``resume=True``: a new
+session with the same goal and options, one re-plan); each episode is still counted once, and
+its resumes are reported.
 
 The video shows the planner's current subgoal as a marker drawn into the MuJoCo scene: a blue
 sphere on a landmark subgoal, a translucent green sphere around the final goal when the
@@ -28,8 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from clients import mazes
 from clients.client import (
     MODES,
+    SEARCHES,
     ModelInfo,
     PlannerClient,
     PlannerError,
@@ -56,6 +67,33 @@ def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(latencies_s) * 1e3, q)) if len(latencies_s) else float("nan")
 
 
+# Per-episode planner overrides a variant may set, with their parsers.
+_OPTION_TYPES: dict[str, Callable[[str], Any]] = {
+    "search": str, "d_max": float, "temperature": float, "local_horizon": float,
+    "sample_subgoal": lambda v: {"true": True, "false": False}[v.lower()],
+}
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    """``MODE[@key=value...]`` -> (mode, overrides); ValueError names what is wrong."""
+    mode, *pairs = text.strip().split("@")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r} in {text!r}")
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in _OPTION_TYPES:
+            raise ValueError(f"variant option must be KEY=VALUE with KEY in {', '.join(_OPTION_TYPES)}; "
+                             f"got {pair!r} in {text!r}")
+        try:
+            options[key] = _OPTION_TYPES[key](value)
+        except (KeyError, ValueError):
+            raise ValueError(f"bad value for {key}: {value!r} in {text!r}") from None
+    if options.get("search", "soft") not in SEARCHES:
+        raise ValueError(f"search must be one of {', '.join(SEARCHES)}; got {options['search']!r}")
+    return mode, options
+
+
 @dataclasses.dataclass
 class EpisodeResult:
     index: int
@@ -67,9 +105,15 @@ class EpisodeResult:
     replans: int
     latencies_s: list[float]  # per step, client-side round trip
     resumes: int = 0  # sessions replaced after their server was lost
+    pair: tuple[tuple[int, int], tuple[int, int]] | None = None  # maze start / goal cells, if pinned
+    # With record=True: achieved goal before each step (and after the last), the goal, and the
+    # subgoal index pursued at each step (-1 = final goal).
+    trajectory: np.ndarray | None = None
+    goal: np.ndarray | None = None
+    subgoal_indices: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "index": self.index,
             "env_seed": self.env_seed,
             "planner_seed": self.planner_seed,
@@ -81,6 +125,9 @@ class EpisodeResult:
             "latency_ms": {"p50": percentile_ms(self.latencies_s, 50),
                            "p99": percentile_ms(self.latencies_s, 99)},
         }
+        if self.pair is not None:
+            out["pair"] = {"start_cell": list(self.pair[0]), "goal_cell": list(self.pair[1])}
+        return out
 
 
 @dataclasses.dataclass
@@ -139,6 +186,18 @@ def ensure_offscreen_gl() -> str | None:
     return os.environ.get("MUJOCO_GL")
 
 
+def episode_plan(env: Any, env_id: str, episodes: int, seed: int, pairs: str = "random",
+                 min_cells: int = mazes.MIN_FAR_CELLS) -> list[tuple[int, Any]]:
+    """(env seed, maze pair or None) per episode: seeds ``seed + i``; with ``pairs="far"`` also
+    the i-th far start/goal pair of the list drawn from ``seed`` (mazes only)."""
+    seeds = [seed + i for i in range(episodes)]
+    if pairs == "random":
+        return [(s, None) for s in seeds]
+    if not mazes.is_maze(env_id):
+        raise EnvMismatchError(f"--pairs {pairs} needs a maze env, not {env_id}")
+    return list(zip(seeds, mazes.far_pairs(mazes.maze_map(env), episodes, seed, min_cells)))
+
+
 def make_env(env_id: str, *, render: bool = False, size: int = 480) -> Any:
     import farama_notifications
     import gymnasium as gym
@@ -184,6 +243,18 @@ def rendering_unavailable(env_id: str = "FetchPush-v4", size: int = 64) -> str |
         return f"{type(err).__name__}: {err} (MUJOCO_GL={os.environ.get('MUJOCO_GL')})"
 
 
+def _marker_position(env: Any, subgoal: Any) -> np.ndarray:
+    """3-d scene position of a subgoal: Fetch goals are 3-d; a maze's are (x, y) on the floor,
+    drawn at the height of the env's own goal marker."""
+    pos = np.asarray(subgoal, dtype=np.float64)
+    if pos.size == 3:
+        return pos
+    u = env.unwrapped
+    sim = getattr(u, "point_env", None) or getattr(u, "ant_env", None)
+    z = float(sim.model.site_pos[u.target_site_id][2]) if sim is not None and hasattr(u, "target_site_id") else 0.0
+    return np.array([pos[0], pos[1], z])
+
+
 class VideoRecorder:
     """Frames of the env with the current subgoal marked, written as an H.264 mp4."""
 
@@ -207,7 +278,7 @@ class VideoRecorder:
             final = step.subgoal_index < 0
             radius = 0.035 if final else 0.025
             viewer.add_marker(
-                pos=np.asarray(step.subgoal, dtype=np.float64),
+                pos=_marker_position(env, step.subgoal),
                 size=np.full(3, radius),
                 rgba=_FINAL_GOAL_RGBA if final else _LANDMARK_RGBA,
             )
@@ -261,13 +332,18 @@ def run_episode(
     mode: str,
     stream: bool = False,
     video: VideoRecorder | None = None,
+    pair: tuple[tuple[int, int], tuple[int, int]] | None = None,
+    record: bool = False,
 ) -> EpisodeResult:
-    """One episode: reset with ``seed``, act until the env's time limit."""
-    obs, info = env.reset(seed=seed)
+    """One episode: reset with ``seed`` (pinned to a maze ``pair`` if given), act until the env's
+    time limit. ``mode`` is a variant, ``MODE[@key=value...]``."""
+    planner_mode, overrides = parse_variant(mode)
+    obs, info = env.reset(seed=seed, options=mazes.reset_options(pair) if pair else None)
     open_episode = client.stream_episode if stream else client.episode
     latencies, replans, steps = [], 0, 0
+    trajectory, subgoals = [obs["achieved_goal"].copy()], []
     step = None
-    with open_episode(obs["desired_goal"], mode=mode, seed=seed, resume=True) as ep:
+    with open_episode(obs["desired_goal"], mode=planner_mode, seed=seed, resume=True, **overrides) as ep:
         while True:
             step = ep.act(obs["observation"])
             latencies.append(step.latency_s)
@@ -276,21 +352,28 @@ def run_episode(
                 video.capture(env, step, f"{mode} ep {index} step {steps}")
             obs, _, terminated, truncated, info = env.step(step.action)
             steps += 1
+            if record:
+                trajectory.append(obs["achieved_goal"].copy())
+                subgoals.append(int(step.subgoal_index))
             if terminated or truncated:
                 break
+    success = mazes.success_flag(info)
     if video is not None:
-        outcome = "SUCCESS" if info.get("is_success") else "failure"
-        video.capture(env, step, f"{mode} ep {index} step {steps} {outcome}")
+        video.capture(env, step, f"{mode} ep {index} step {steps} {'SUCCESS' if success else 'failure'}")
     return EpisodeResult(
         index=index,
         env_seed=seed,
         planner_seed=seed,
-        success=bool(info.get("is_success", False)),
+        success=success,
         final_distance=float(np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"])),
         steps=steps,
         replans=int(replans),
         latencies_s=latencies,
         resumes=ep.resumes,
+        pair=pair,
+        trajectory=np.array(trajectory) if record else None,
+        goal=np.array(obs["desired_goal"]) if record else None,
+        subgoal_indices=subgoals if record else None,
     )
 
 
@@ -305,11 +388,14 @@ def run_episodes(
     stream: bool = False,
     video: VideoRecorder | None = None,
     on_episode: Callable[[EpisodeResult], None] | None = None,
+    pairs: str = "random",
+    record: bool = False,
 ) -> RunResult:
-    """Episodes ``seed + i`` for ``i < episodes`` under one planner mode."""
+    """Episodes ``seed + i`` for ``i < episodes`` under one planner variant (see `episode_plan`)."""
     result = RunResult(env_id=env_id, mode=mode, stream=stream, episodes=[])
-    for i in range(episodes):
-        ep = run_episode(client, env, index=i, seed=seed + i, mode=mode, stream=stream, video=video)
+    for i, (env_seed, pair) in enumerate(episode_plan(env, env_id, episodes, seed, pairs)):
+        ep = run_episode(client, env, index=i, seed=env_seed, mode=mode, stream=stream, video=video,
+                         pair=pair, record=record)
         result.episodes.append(ep)
         if on_episode is not None:
             on_episode(ep)
@@ -331,6 +417,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="episode i uses env and planner seed SEED + i")
     parser.add_argument("--stream", action="store_true",
                         help="one Control stream per episode instead of unary Act calls")
+    parser.add_argument("--pairs", choices=("random", "far"), default="random",
+                        help="start/goal draw: the env's own (random), or for mazes a fixed list of "
+                             "pairs >= 10 cells apart by BFS, seeded by --seed (far)")
     parser.add_argument("--timeout", type=float, default=5.0, help="per-call deadline, seconds")
     tls = parser.add_argument_group("TLS and authentication (l3p serve --tls-cert/--auth-token-file)")
     tls.add_argument("--tls-ca", metavar="PEM",
@@ -345,11 +434,20 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_connection_arguments(parser)
-    parser.add_argument("--planner", choices=sorted(MODES), default="l3p")
+    parser.add_argument("--planner", type=_variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
+                        help=f"planner mode ({', '.join(MODES)}) with optional overrides, e.g. l3p@search=hard")
     parser.add_argument("--video", default=None, metavar="OUT.mp4",
                         help="record all episodes (offscreen rendering) with the subgoal marked")
     parser.add_argument("--video-size", type=int, default=480, help="frame width = height, pixels")
     return parser
+
+
+def _variant_arg(text: str) -> str:
+    try:
+        parse_variant(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text.strip()
 
 
 def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
@@ -387,7 +485,8 @@ def run(args: argparse.Namespace) -> RunResult:
                 video = VideoRecorder(args.video)
 
             def report(ep: EpisodeResult) -> None:
-                print(f"episode {ep.index:3d}  seed {ep.env_seed}  "
+                pair = f"  cells {ep.pair[0]} -> {ep.pair[1]}" if ep.pair else ""
+                print(f"episode {ep.index:3d}  seed {ep.env_seed}{pair}  "
                       f"{'success' if ep.success else 'failure'}  "
                       f"final distance {ep.final_distance:.3f}  steps {ep.steps}  "
                       f"re-plans {ep.replans}  p50 {percentile_ms(ep.latencies_s, 50):.2f} ms"
@@ -395,7 +494,7 @@ def run(args: argparse.Namespace) -> RunResult:
 
             return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
                                 mode=args.planner, stream=args.stream, video=video,
-                                on_episode=report)
+                                on_episode=report, pairs=args.pairs)
         finally:
             if video is not None:
                 video.close()

@@ -21,6 +21,8 @@ EPILOG = """examples:
   l3p serve --bundle models/FetchPush-v4 --port 50051
   l3p run --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 10 --video ep.mp4
   l3p eval --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 100 --out eval.json
+  l3p eval --server 127.0.0.1:50052 --pairs far --modes l3p,l3p@search=hard,naive,policy
+  l3p plot --bundle models/PointMaze_Large-v3 --out maze.png   # walls, landmarks, graph, one episode
   l3p demo                                          # serve the shipped model and drive Fetch episodes
   l3p bench serve | l3p bench train
 """
@@ -48,7 +50,7 @@ def _parse_overrides(pairs: list[str]) -> dict:
 def cmd_train(args: argparse.Namespace) -> int:
     from training.config import TrainConfig, preset
     from training.envs import UnknownEnvError
-    from training.export import BundleExistsError, export_bundle
+    from training.export import BundleExistsError, ExportError, export_bundle
     from training.trainer import CheckpointError, Trainer
 
     try:
@@ -83,11 +85,17 @@ def cmd_train(args: argparse.Namespace) -> int:
                   f"  continue: l3p train --resume {run}\n  export:   l3p export {run} BUNDLE_DIR", file=sys.stderr)
             return 130
         bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"
-        export_bundle(trainer.agent, bundle_dir, trainer.provenance(), force=True)
+        provenance = trainer.provenance()
+        if not trainer.agent.clusters_ready:
+            # A run shorter than the planning warm-up still ends with a servable bundle: its
+            # landmarks are GLS-spread replay goals (the clusters' initialization), and it says so.
+            trainer.agent.init_clusters(trainer.replay.sample_goals(trainer.cfg.gls_sample, trainer.rng), trainer.rng)
+            provenance["landmarks"] = "GLS initialization at export: the run ended before planning started"
+        export_bundle(trainer.agent, bundle_dir, provenance, force=True)
         _add_plots(trainer.run_dir, bundle_dir, trainer.agent.landmarks(), trainer.cfg.env_id)
         print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
         return 0
-    except (UnknownEnvError, CheckpointError, BundleExistsError) as exc:
+    except (UnknownEnvError, CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
 
 
@@ -140,7 +148,7 @@ def _digest(bundle_dir: Path) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from training.export import BundleExistsError, agent_from_checkpoint, export_bundle
+    from training.export import BundleExistsError, ExportError, agent_from_checkpoint, export_bundle
     from training.trainer import CheckpointError, load_checkpoint, run_provenance
 
     run_dir = Path(args.checkpoint)
@@ -157,7 +165,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as exc:
             raise CliError(f"bad --planner: {exc}") from None
         _add_plots(run_dir, Path(args.out_dir), agent.landmarks(), agent.cfg.env_id)
-    except (CheckpointError, BundleExistsError) as exc:
+    except (CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
     print(f"bundle written to {args.out_dir} (sha256 {_digest(Path(args.out_dir))})")
     return 0
@@ -196,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="l3p", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="L3P planning service: learn latent landmarks offline, export an ONNX bundle, "
-                    "serve a stateful graph planner over gRPC, and drive MuJoCo Fetch robots through it.")
+                    "serve a stateful graph planner over gRPC, and drive MuJoCo Fetch and maze robots through it.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("train", help="train L3P on a goal env and export a bundle",
@@ -225,11 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_optional(sub, "serve", "serve a bundle over gRPC (stateful L3P planner)",
                   "serving.server", "add_serve_arguments", "run_serve", "serve")
-    _add_optional(sub, "run", "drive MuJoCo Fetch episodes through a planner server",
+    _add_optional(sub, "run", "drive MuJoCo episodes (Fetch, mazes) through a planner server",
                   "clients.runner", "add_run_arguments", "run_run", "sim")
     _add_optional(sub, "eval", "compare planner modes on the same episodes (table + JSON)",
                   "clients.evaluate", "add_eval_arguments", "run_eval", "sim")
-    _add_optional(sub, "demo", "serve the shipped default model and drive Fetch episodes through it",
+    _add_optional(sub, "plot", "draw a maze episode: walls, landmarks, solved graph, trajectory by subgoal (PNG)",
+                  "clients.plots", "add_plot_arguments", "run_plot", "serve,sim")
+    _add_optional(sub, "demo", "serve the shipped models and drive Fetch and maze episodes through them",
                   "clients.demo", "add_demo_arguments", "run_demo", "serve,sim")
 
     p = sub.add_parser("bench", help="run a benchmark (serve latency or training throughput)")

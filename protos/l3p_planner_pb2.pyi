@@ -19,6 +19,7 @@ class SearchKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_KIND_UNSPECIFIED: _ClassVar[SearchKind]
     SEARCH_KIND_SOFT: _ClassVar[SearchKind]
     SEARCH_KIND_HARD: _ClassVar[SearchKind]
+    SEARCH_KIND_EXPECTATION: _ClassVar[SearchKind]
 PLANNER_MODE_UNSPECIFIED: PlannerMode
 PLANNER_MODE_L3P: PlannerMode
 PLANNER_MODE_NAIVE: PlannerMode
@@ -26,6 +27,7 @@ PLANNER_MODE_POLICY: PlannerMode
 SEARCH_KIND_UNSPECIFIED: SearchKind
 SEARCH_KIND_SOFT: SearchKind
 SEARCH_KIND_HARD: SearchKind
+SEARCH_KIND_EXPECTATION: SearchKind
 
 class GetModelInfoRequest(_message.Message):
     __slots__ = ()

@@ -65,17 +65,15 @@ def _worker(args: argparse.Namespace, index: int, ready) -> None:
     """One server process. Runs in a spawned interpreter."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
     from serving import server
-    from serving.bundle import BundleError, load_bundle
-    from serving.security import SecurityConfigError, security_from_args
+    from serving.bundle import BundleError
+    from serving.security import SecurityConfigError
 
     server.configure_logging(args.log_level)
     try:
-        security = security_from_args(args)
-        bundle = load_bundle(args.bundle)
-        server.check_pin(bundle, args.bundle_sha256)
+        prepared = server.prepare(args)
     except (BundleError, SecurityConfigError) as exc:  # changed since the parent checked them
         sys.exit(server.operator_error(str(exc)))
-    sys.exit(server.serve(args, bundle, security, on_ready=ready.send, worker=index))
+    sys.exit(server.serve(args, *prepared, on_ready=ready.send, worker=index))
 
 
 def run_processes(args: argparse.Namespace) -> int:

@@ -146,7 +146,7 @@ class Gatekeeper:
         return " ".join(parts)
 
 
-class AuthInterceptor(grpc.ServerInterceptor):
+class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Refuses calls to the methods under ``service`` without an accepted token; other services
     (health, reflection) pass. ``on_refused(method, reason)`` reports each refusal."""
 
@@ -155,8 +155,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
         self._prefix = f"/{service}/"
         self._on_refused = on_refused
 
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if handler is None or not method.startswith(self._prefix):
             return handler
@@ -170,8 +170,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
 def _refusing(handler: grpc.RpcMethodHandler, reason: str) -> grpc.RpcMethodHandler:
     """A handler of the same kind as ``handler`` that answers UNAUTHENTICATED without reading."""
 
-    def refuse(request, context):
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+    async def refuse(request, context):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
 
     kind = {
         (False, False): grpc.unary_unary_rpc_method_handler,

@@ -1,7 +1,8 @@
 """The session store: live episodes by id, bounded in number, freed after an idle TTL.
 
-One lock guards the dictionary and is held only for dictionary work. Inference runs under the
-session's own lock (`Session.lock`), so episodes never wait for each other.
+One lock guards the dictionary and is held only for dictionary work (the store is used from
+the server's event loop and from the TTL reaper's thread). A step runs under the session's own
+asyncio lock (`Session.lock`), so episodes never wait for each other.
 
 A session has an owner: the principal that opened it and, for a Control stream, that stream.
 Any other caller asking for it gets the same NOT_FOUND as for an unknown id, so a leaked or
@@ -10,6 +11,7 @@ guessed id neither drives an episode nor reveals that it exists.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import threading
 import time
@@ -42,7 +44,7 @@ class Session:
     planner: Any  # serving.planner.EpisodePlanner; the store does not look inside
     last_used: float
     owner: Owner = Owner("")
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one step at a time
 
 
 class SessionStore:

@@ -192,3 +192,121 @@ def test_sigint_checkpoints_and_the_run_resumes(tmp_path):
     assert resumed.progress.env_steps == steps
     resumed.train(show_progress=False)
     assert resumed.progress.env_steps == steps + 200
+
+
+# --------------------------------------------------------------------------- maze runs, fidelity
+
+
+def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
+    """The maze preset cut short (warm-up only): a servable bundle, no NaN, no unmeasured cell."""
+    r = l3p("train", "--env", "PointMaze_Large-v3", "--steps", "400", "--out", "run", "--no-progress",
+            "--set", "n_envs=2", "--set", "eval_episodes=2", "--set", "warmup_episodes=100", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((tmp_path / "run" / "bundle" / "manifest.json").read_text())
+    prov = m["provenance"]
+    assert prov["env_steps"] == 400 and prov["config"]["max_episode_steps"] == 100
+    assert set(prov["success"]) == {"policy", "eval_episodes", "eval_seed_base", "eval_pairs"}  # no l3p cell
+    assert prov["success"]["eval_pairs"] == "far" and "before planning started" in prov["landmarks"]
+    assert m["n_landmarks"] == 50 and m["env_id"] == "PointMaze_Large-v3"
+    csv = (tmp_path / "run" / "progress.csv").read_text()
+    assert "nan" not in csv.lower() and "success_l3p" not in csv.splitlines()[0]
+    from serving.bundle import load_bundle
+
+    assert load_bundle(tmp_path / "run" / "bundle").n_landmarks == 50  # the server would load it
+    # The checkpoint itself has no landmarks: exporting it is a one-line error, nothing written.
+    r = l3p("export", "run", "early", cwd=tmp_path)
+    assert r.returncode == 2 and "no landmarks yet" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "early").exists() and not list(tmp_path.glob(".early*"))
+
+
+def test_cluster_batch_refresh_and_cluster_steps_follow_their_own_schedules(tmp_path):
+    trainer = Trainer(tiny_cfg(6, planning_start_episodes=2, warmup_episodes=2, updates_per_cycle=10,
+                                cluster_refresh_every=5, cluster_every=2), tmp_path)
+    agent, calls = trainer.agent, []
+    refresh, step = agent.refresh_cluster_batch, agent.cluster_step
+    agent.refresh_cluster_batch = lambda *a: (calls.append(("refresh", agent.optimizer_steps)), refresh(*a))[1]
+    agent.cluster_step = lambda: (calls.append(("step", agent.optimizer_steps)), step())[1]
+    trainer.train(show_progress=False)
+    refreshes = [s for k, s in calls if k == "refresh"]
+    steps = [s for k, s in calls if k == "step"]
+    first = min(steps)  # the first cluster step after the clusters were initialized
+    # One refresh when the clusters are initialized, then one every 5 optimizer steps (not 10).
+    assert refreshes[0] < first
+    assert refreshes[1:] == list(range(refreshes[0] + 5 - refreshes[0] % 5, agent.optimizer_steps + 1, 5))
+    assert steps == list(range(first, agent.optimizer_steps + 1, 2))
+    assert agent.optimizer_steps >= 40
+
+
+def test_the_agent_regresses_v_on_the_next_achieved_goal(trained, monkeypatch):
+    import training.agent as agent_mod
+
+    seen = {}
+    real = agent_mod.losses.value_loss
+
+    def spy(value, critic, obs, ag_next, goal, action):
+        seen["ag_next"] = ag_next.clone()
+        return real(value, critic, obs, ag_next, goal, action)
+
+    monkeypatch.setattr(agent_mod.losses, "value_loss", spy)
+    batch = trained.replay.sample(64, np.random.default_rng(0), trained.env.compute_reward)
+    assert not np.allclose(batch.ag, batch.ag_next)
+    agent = Trainer(tiny_cfg(1), Path("unused")).agent
+    agent.update(batch)
+    np.testing.assert_array_equal(seen["ag_next"].numpy(), batch.ag_next)
+
+
+def test_action_bounds_other_than_one(tmp_path):
+    """A ±2 action box: the actor spans it, the critic and the L2 penalty see a / a_max, export agrees."""
+    from training.agent import L3PAgent
+    from training.envs import EnvSpec
+    from training.losses import actor_loss
+
+    spec = EnvSpec("FetchReach-v4", 10, 3, 4, (-2.0,) * 4, (2.0,) * 4, 50)
+    agent = L3PAgent(tiny_cfg(1), spec)
+    with torch.no_grad():
+        agent.actor.net[-1].bias.fill_(10.0)  # saturate tanh: the actor's extreme action
+    obs, goal = np.zeros((3, 10), np.float32), np.zeros((3, 3), np.float32)
+    np.testing.assert_allclose(agent.act(obs, goal), 2.0, atol=1e-4)
+    # The penalty is on the scaled action: saturated at ±2 it is exactly action_l2 * 1.
+    t_obs, t_goal = torch.tensor(obs), torch.tensor(goal)
+    from training.networks import q_from_distance
+    q = q_from_distance(agent.critic(t_obs, t_goal, agent.actor(t_obs, t_goal)), agent.cfg.gamma)
+    loss = actor_loss(agent.actor, agent.critic, t_obs, t_goal, agent.cfg.gamma, action_l2=1.0)
+    assert loss.item() == pytest.approx((-q.mean() + 1.0).item(), abs=1e-4)
+    agent.clusters_ready = True
+    bundle = export_bundle(agent, tmp_path / "b", {"command": "test"})
+    (a_onnx,) = ort.InferenceSession(str(bundle / "actor.onnx")).run(None, {"obs": obs, "goal": goal})
+    np.testing.assert_allclose(a_onnx, 2.0, atol=1e-4)
+    assert json.loads((bundle / "manifest.json").read_text())["action_high"] == [2.0] * 4
+
+
+def test_planned_episode_subgoals_match_between_torch_and_the_onnx_bundle(trained, tmp_path):
+    """One planned episode: the same observations through torch callables and through the exported
+    bundle (onnxruntime) give the same subgoal sequence, counters and re-plans."""
+    from serving.bundle import load_bundle
+    from serving.planner import EpisodePlanner
+    from training.trainer import planner_config
+
+    agent = trained.agent
+    bundle = load_bundle(export_bundle(agent, tmp_path / "b", trained.provenance()))
+    np.testing.assert_allclose(bundle.landmarks, agent.landmarks(), atol=1e-6)
+    env = trained.eval_env
+    obs = env.reset([7] * len(env))
+    goal = obs["desired_goal"][0]
+    # Sampled subgoals at a high temperature, so the episode visits several landmarks: both planners
+    # draw from the same seeded stream and must agree on every pick.
+    config = planner_config(agent.cfg).replace(local_horizon=0.0, d_max=1000.0, sample_subgoal=True,
+                                               temperature=20.0)
+    torch_planner = EpisodePlanner(agent.landmarks(), goal, agent.value_fn, config, seed=1)
+    onnx_planner = EpisodePlanner(bundle.landmarks, goal, bundle.value_fn, config, seed=1)
+    np.testing.assert_allclose(onnx_planner.landmark_to_goal, torch_planner.landmark_to_goal, atol=1e-3)
+    trace = []
+    for _ in range(env.spec.max_steps):
+        o = obs["observation"][0]
+        a = torch_planner.step(o, agent.distance_fn, agent.act)
+        b = onnx_planner.step(o, bundle.distance_fn, bundle.policy_fn)
+        trace.append((a.subgoal_index, a.replanned, a.counter))
+        assert (b.subgoal_index, b.replanned, b.counter) == trace[-1]
+        np.testing.assert_allclose(b.action, a.action, atol=1e-4)
+        obs, _ = env.step(np.repeat(a.action[None], len(env), axis=0))
+    assert sum(r for _, r, _ in trace) >= 3 and len({s for s, _, _ in trace}) >= 2  # it really planned

@@ -78,11 +78,12 @@ class L3PAgent:
         self.optimizer_steps += 1
         return out
 
-    def cluster_step(self, replay_goals: np.ndarray, rng: np.random.Generator) -> float | None:
-        """One ELBO step on a GLS-picked batch of latents (refreshed every few steps)."""
-        cfg = self.cfg
-        if self._cluster_batch is None or self.optimizer_steps % cfg.cluster_refresh_every == 0:
-            self._cluster_batch = self.gls_latents(replay_goals, cfg.cluster_batch, rng)
+    def refresh_cluster_batch(self, replay_goals: np.ndarray, rng: np.random.Generator) -> None:
+        """Pick the latents the clusters train on: ``cluster_batch`` GLS-spread replay goals."""
+        self._cluster_batch = self.gls_latents(replay_goals, self.cfg.cluster_batch, rng)
+
+    def cluster_step(self) -> float:
+        """One ELBO step on the current GLS-picked batch of latents."""
         loss = losses.cluster_loss(self.clusters, self._cluster_batch)
         _step(self.opt_clusters, loss)
         return loss.item()
@@ -104,6 +105,7 @@ class L3PAgent:
         self.clusters.centroids.copy_(z)
         spread = self.ae.encode(torch.as_tensor(replay_goals)).std(0).clamp(min=1e-3)
         self.clusters.log_std.copy_(torch.log(spread / np.sqrt(self.cfg.n_landmarks)))
+        self.refresh_cluster_batch(replay_goals, rng)
         self.clusters_ready = True
 
     @torch.no_grad()

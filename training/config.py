@@ -20,6 +20,7 @@ class TrainConfig:
 
     # --- budget and collection ---
     total_env_steps: int = 200_000
+    max_episode_steps: int | None = None  # training episode length; None = the env's own limit
     n_envs: int = 8                     # episodes collected in lockstep per cycle
     warmup_episodes: int = 100          # uniform random actions, no updates
     noise_eps: float = 0.2              # Gaussian exploration noise, fraction of action max
@@ -72,7 +73,17 @@ class TrainConfig:
     # --- evaluation, logging, checkpoints ---
     eval_every_cycles: int = 25
     eval_episodes: int = 20
+    # "random": the env's own start/goal distribution; "far": maze start/goal cells >= eval_min_cells
+    # apart by BFS (clients/mazes.py), over the env's full episode length (the paper's maze test).
+    eval_pairs: str = "random"
+    eval_min_cells: int = 10
     checkpoint_every_cycles: int = 25
+
+    def __post_init__(self) -> None:
+        if self.eval_pairs not in ("random", "far"):
+            raise ValueError(f"eval_pairs must be 'random' or 'far', got {self.eval_pairs!r}")
+        if self.max_episode_steps is not None and self.max_episode_steps < 2:
+            raise ValueError(f"max_episode_steps must be >= 2 or null, got {self.max_episode_steps!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -108,15 +119,31 @@ PRESETS: dict[str, TrainConfig] = {
     ),
     "FetchPickAndPlace-v4": TrainConfig(env_id="FetchPickAndPlace-v4", total_env_steps=1_000_000),
     "FetchSlide-v4": TrainConfig(env_id="FetchSlide-v4", total_env_steps=1_000_000),
-    # PointMaze: long-horizon navigation; the authors use gamma 0.99 and N = 50 for mazes.
+    # PointMaze: long-horizon navigation (cells of 1 m; the point needs ~25 steps to cross one).
     "PointMaze_UMaze-v3": TrainConfig(
         env_id="PointMaze_UMaze-v3", gamma=0.99, n_landmarks=50, total_env_steps=300_000,
     ),
     "PointMaze_Medium-v3": TrainConfig(
         env_id="PointMaze_Medium-v3", gamma=0.99, n_landmarks=50, total_env_steps=600_000,
     ),
+    # The paper's maze protocol: short training episodes (goals from random cells, so the policy
+    # learns short-range reaching only) and evaluation on far start/goal pairs (>= 10 cells by BFS)
+    # over the env's full 800 steps. Authors' PointMaze settings (ALGORITHM.md §7) unless noted:
+    # gamma 0.98 / clip 80, action_l2 0.5, noise 0.2 / random 0.2, HER 0.85 over 80 steps,
+    # batch 512, 50 landmarks, planning after 500 episodes. Polyak 0.95 once per 100-update cycle
+    # equals the authors' 0.995 every 10 updates (0.995^10 = 0.951).
+    # Deliberate changes: 100-step training episodes (~4 cells of travel; the authors' 200 steps
+    # were for a faster point); 50 extra training landmarks instead of 150 (a planned episode
+    # builds its graph over all nodes: 150 extras cost 1.8 s per cycle here, 50 cost 0.5 s);
+    # d_max 40 and local horizon 20 steps, since adjacent cells are ~25 steps apart (the authors'
+    # d_max 20 would cut nearly every edge here); lr 1e-3 (our Fetch default) for a 1-hour budget.
     "PointMaze_Large-v3": TrainConfig(
-        env_id="PointMaze_Large-v3", gamma=0.99, n_landmarks=50, total_env_steps=1_000_000,
+        env_id="PointMaze_Large-v3", total_env_steps=500_000, max_episode_steps=100, n_envs=8,
+        warmup_episodes=100, noise_eps=0.2, random_eps=0.2, updates_per_cycle=100, batch_size=512,
+        buffer_episodes=10_000, relabel_p=0.85, future_step=80, gamma=0.98, clip_return=80.0,
+        action_l2=0.5, polyak=0.95, n_landmarks=50, extra_landmarks=50, planning_start_episodes=500,
+        plan_eps=0.5, d_max=40.0, local_horizon=20.0, eval_pairs="far", eval_every_cycles=50,
+        eval_episodes=20, checkpoint_every_cycles=50,
     ),
 }
 

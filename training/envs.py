@@ -11,6 +11,8 @@ import farama_notifications
 import gymnasium as gym
 import numpy as np
 
+from clients.mazes import success_flag
+
 # gymnasium-robotics prints a notice about Adroit envs (unrelated to ours) on every import.
 farama_notifications.notifications.pop("gymnasium_robotics", None)
 import gymnasium_robotics  # noqa: E402
@@ -39,11 +41,13 @@ class EnvSpec:
         return float(max(abs(x) for x in self.action_high))
 
 
-def make_env(env_id: str, render_mode: str | None = None) -> gym.Env:
+def make_env(env_id: str, render_mode: str | None = None, max_episode_steps: int | None = None) -> gym.Env:
+    """The env with its own time limit, or ``max_episode_steps`` (the maze protocol trains on
+    episodes shorter than the env's evaluation limit)."""
     if not env_id.startswith(SUPPORTED_PREFIXES):
         raise UnknownEnvError(f"unsupported env id {env_id!r}: expected a Fetch*, PointMaze_* or AntMaze_* goal env")
     try:
-        return gym.make(env_id, render_mode=render_mode)
+        return gym.make(env_id, render_mode=render_mode, max_episode_steps=max_episode_steps)
     except gym.error.Error as exc:  # NameNotFound, VersionNotFound, ...
         raise UnknownEnvError(f"unknown env id {env_id!r}: {exc}") from None
 
@@ -65,8 +69,8 @@ def env_spec(env: gym.Env) -> EnvSpec:
 class VecGoalEnv:
     """n copies of one goal env stepped in lockstep, reset with explicit per-env seeds."""
 
-    def __init__(self, env_id: str, n: int):
-        self.envs = [make_env(env_id) for _ in range(n)]
+    def __init__(self, env_id: str, n: int, max_episode_steps: int | None = None):
+        self.envs = [make_env(env_id, max_episode_steps=max_episode_steps) for _ in range(n)]
         self.spec = env_spec(self.envs[0])
         self._unwrapped = self.envs[0].unwrapped
         # Maze envs' sparse reward is 1 at the goal and 0 elsewhere; L3P's distance critic needs -1 / 0.
@@ -75,15 +79,17 @@ class VecGoalEnv:
     def __len__(self) -> int:
         return len(self.envs)
 
-    def reset(self, seeds: list[int]) -> dict[str, np.ndarray]:
-        return _stack([env.reset(seed=int(s))[0] for env, s in zip(self.envs, seeds)])
+    def reset(self, seeds: list[int], options: list[dict | None] | None = None) -> dict[str, np.ndarray]:
+        """Reset env i with ``seeds[i]`` (and ``options[i]``, e.g. a maze's pinned start/goal cells)."""
+        options = options or [None] * len(self.envs)
+        return _stack([env.reset(seed=int(s), options=o)[0] for env, s, o in zip(self.envs, seeds, options)])
 
     def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         obs, success = [], []
         for env, a in zip(self.envs, actions):
             o, _, _, _, info = env.step(a)
             obs.append(o)
-            success.append(float(info.get("is_success", 0.0)))
+            success.append(float(success_flag(info)))
         return _stack(obs), np.asarray(success, dtype=np.float32)
 
     def compute_reward(self, achieved: np.ndarray, goal: np.ndarray) -> np.ndarray:

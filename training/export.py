@@ -36,6 +36,10 @@ class BundleExistsError(FileExistsError):
     """The output directory exists and ``force`` was not given."""
 
 
+class ExportError(RuntimeError):
+    """The agent cannot make a servable bundle (e.g. no landmarks yet); nothing was written."""
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -77,16 +81,34 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
     """Write the bundle. ``planner_overrides`` change the served planner defaults (validated; recorded
     in the provenance), e.g. a local horizon chosen on validation episodes."""
     cfg, spec = agent.cfg, agent.spec
+    if not agent.clusters_ready:
+        raise ExportError("the run has no landmarks yet (planning had not started); train longer "
+                          f"(planning starts after {cfg.planning_start_episodes} episodes) or resume the run")
     planner = planner_config(cfg)
     if planner_overrides:
         planner = planner.replace(**planner_overrides)  # ValueError / TypeError name the field
         provenance = {**provenance, "planner_overrides": planner_overrides}
     out_dir = Path(out_dir)
-    if out_dir.exists():
-        if not force:
-            raise BundleExistsError(f"{out_dir} already exists; pass --force to overwrite it")
-        shutil.rmtree(out_dir)
+    if out_dir.exists() and not force:
+        raise BundleExistsError(f"{out_dir} already exists; pass --force to overwrite it")
+    # Written beside the target and renamed into place once complete and checked: a failed export
+    # leaves no partial bundle (and, with --force, the previous bundle untouched).
+    final_dir, out_dir = out_dir, out_dir.with_name(f".{out_dir.name}.partial")
+    shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
+    try:
+        _write_bundle(agent, out_dir, planner, provenance)
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    out_dir.rename(final_dir)
+    return final_dir
+
+
+def _write_bundle(agent: L3PAgent, out_dir: Path, planner, provenance: dict) -> None:
+    cfg, spec = agent.cfg, agent.spec
 
     obs = torch.zeros(1, spec.obs_dim)
     goal = torch.zeros(1, spec.goal_dim)
@@ -109,7 +131,6 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False, default=_json_default))
     check_parity(agent, out_dir)
-    return out_dir
 
 
 def _json_default(x):

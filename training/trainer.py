@@ -27,6 +27,7 @@ from tqdm import tqdm
 from serving.planner import EpisodePlanner, PlannerConfig
 from training.agent import L3PAgent
 from training.config import TrainConfig
+from clients import mazes
 from training.envs import VecGoalEnv
 from training.replay import EpisodeReplay
 
@@ -57,14 +58,28 @@ def planner_config(cfg: TrainConfig, mode: str = "l3p") -> PlannerConfig:
                          counter_extra=cfg.counter_extra)
 
 
+def eval_episodes_spec(cfg: TrainConfig, env: VecGoalEnv, episodes: int,
+                       seed_base: int = EVAL_SEED_BASE) -> list[tuple[int, dict | None]]:
+    """(env seed, reset options) per evaluation episode: the env's own start/goal draw, or fixed
+    far maze pairs (``cfg.eval_pairs == "far"``) from a list seeded by ``seed_base``."""
+    seeds = [seed_base + i for i in range(episodes)]
+    if cfg.eval_pairs != "far":
+        return [(s, None) for s in seeds]
+    pairs = mazes.far_pairs(mazes.maze_map(env.envs[0]), episodes, seed_base, cfg.eval_min_cells)
+    return [(s, mazes.reset_options(p)) for s, p in zip(seeds, pairs)]
+
+
 def evaluate(agent: L3PAgent, env: VecGoalEnv, episodes: int, mode: str, seed_base: int = EVAL_SEED_BASE) -> float:
-    """Success rate over ``episodes`` fixed-seed episodes, acting greedily (``policy``) or through the planner."""
+    """Success rate over ``episodes`` fixed episodes, acting greedily (``policy``) or through the planner."""
     successes = []
     pcfg = planner_config(agent.cfg, mode)
     landmarks = agent.landmarks() if mode != "policy" else np.zeros((0, env.spec.goal_dim), np.float32)
+    plan = eval_episodes_spec(agent.cfg, env, episodes, seed_base)
     for start in range(0, episodes, len(env)):
-        seeds = [seed_base + start + i for i in range(len(env))]
-        obs = env.reset(seeds)
+        chunk = plan[start:start + len(env)]
+        chunk += [chunk[-1]] * (len(env) - len(chunk))  # pad the last chunk; padded results are dropped
+        seeds = [s for s, _ in chunk]
+        obs = env.reset(seeds, [o for _, o in chunk])
         planners = [EpisodePlanner(landmarks, g, agent.value_fn, pcfg, seed=s) for g, s in zip(obs["desired_goal"], seeds)]
         success = np.zeros(len(env), np.float32)
         for _ in range(env.spec.max_steps):
@@ -129,7 +144,8 @@ class Trainer:
         torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
-        self.env = VecGoalEnv(cfg.env_id, cfg.n_envs)
+        self.env = VecGoalEnv(cfg.env_id, cfg.n_envs, cfg.max_episode_steps)
+        # Evaluation runs the env's own (full) episode length, whatever the training length.
         self.eval_env = VecGoalEnv(cfg.env_id, min(cfg.eval_episodes, 10))
         self.spec = self.env.spec
         self.agent = L3PAgent(cfg, self.spec)
@@ -197,9 +213,13 @@ class Trainer:
                                                cfg.future_step)
                     for k, v in agent.update(batch).items():
                         metrics.setdefault(k, []).append(v)
-                    if agent.clusters_ready and agent.optimizer_steps % cfg.cluster_every == 0:
-                        loss = agent.cluster_step(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
-                        metrics.setdefault("loss_clusters", []).append(loss)
+                    if agent.clusters_ready:
+                        # Two independent schedules (ALGORITHM.md §2): a fresh GLS batch every
+                        # cluster_refresh_every optimizer steps, a cluster step every cluster_every.
+                        if agent.optimizer_steps % cfg.cluster_refresh_every == 0:
+                            agent.refresh_cluster_batch(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
+                        if agent.optimizer_steps % cfg.cluster_every == 0:
+                            metrics.setdefault("loss_clusters", []).append(agent.cluster_step())
                 agent.update_targets()
             if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
                 agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
@@ -212,7 +232,8 @@ class Trainer:
             if p.cycle % cfg.eval_every_cycles == 0 or last:
                 row = self._evaluate(metrics)
                 metrics = {}
-                bar.set_postfix(policy=f"{row['success_policy']:.2f}", l3p=f"{row['success_l3p']:.2f}")
+                bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
+                                 if k.startswith("success_")})
             if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
                 self.save_checkpoint()
             if stop is not None and stop.is_set():
@@ -226,9 +247,9 @@ class Trainer:
         t0 = time.perf_counter()
         row = {"cycle": p.cycle, "env_steps": p.env_steps, "episodes": self.replay.episodes_seen,
                "optimizer_steps": agent.optimizer_steps, "wall_time_s": round(p.wall_time_s, 1),
-               "success_policy": evaluate(agent, self.eval_env, self.cfg.eval_episodes, "policy"),
-               "success_l3p": (evaluate(agent, self.eval_env, self.cfg.eval_episodes, "l3p")
-                               if agent.clusters_ready else float("nan"))}
+               "success_policy": evaluate(agent, self.eval_env, self.cfg.eval_episodes, "policy")}
+        if agent.clusters_ready:  # before planning starts there is no planner to measure: no cell
+            row["success_l3p"] = evaluate(agent, self.eval_env, self.cfg.eval_episodes, "l3p")
         row.update({k: float(np.mean(v)) for k, v in metrics.items()})
         if agent.clusters_ready:
             plot_landmarks(agent.landmarks(), self.replay.sample_goals(2000, np.random.default_rng(0)),
@@ -257,8 +278,10 @@ def run_provenance(command: str, config: dict, progress: dict, optimizer_steps: 
     return {"command": command, "config": config, "env_steps": progress["env_steps"],
             "episodes": last.get("episodes"), "optimizer_steps": optimizer_steps,
             "wall_time_s": round(progress["wall_time_s"], 1), "seed": config["seed"],
-            "success": {"policy": last.get("success_policy"), "l3p": last.get("success_l3p"),
-                        "eval_episodes": config["eval_episodes"], "eval_seed_base": EVAL_SEED_BASE},
+            # Only measured cells: a run that ended before planning started has no l3p entry.
+            "success": {**{mode: last[f"success_{mode}"] for mode in ("policy", "l3p") if f"success_{mode}" in last},
+                        "eval_episodes": config["eval_episodes"], "eval_seed_base": EVAL_SEED_BASE,
+                        "eval_pairs": config.get("eval_pairs", "random")},
             "machine": f"{platform.machine()} {os.cpu_count()} cpu, torch {torch.__version__}, "
                        f"{config['torch_threads']} thread(s)"}
 
@@ -305,10 +328,10 @@ def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: 
 def plot_learning_curve(history: list[dict], path: Path, title: str) -> None:
     plt = _pyplot()
 
-    steps = [r["env_steps"] for r in history]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    ax.plot(steps, [r["success_policy"] for r in history], label="policy π(s, g)")
-    ax.plot(steps, [r["success_l3p"] for r in history], label="L3P planner")
+    for key, label in (("success_policy", "policy π(s, g)"), ("success_l3p", "L3P planner")):
+        rows = [r for r in history if r.get(key) is not None]  # cells not measured are absent
+        ax.plot([r["env_steps"] for r in rows], [r[key] for r in rows], marker=".", label=label)
     ax.set_xlabel("env steps")
     ax.set_ylabel("eval success rate")
     ax.set_ylim(-0.02, 1.02)

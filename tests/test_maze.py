@@ -1,0 +1,190 @@
+"""The maze protocol: success flag, far start/goal pairs, the maze runner over a real server, plots."""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import deque
+
+import numpy as np
+import pytest
+
+from clients import mazes
+from clients.evaluate import add_eval_arguments, run_eval
+from clients.plots import draw_maze_episode, plot_maze_episode
+from server_proc import serve
+from training.envs import VecGoalEnv, make_env
+
+MAZE = "PointMaze_Large-v3"
+
+
+@pytest.fixture(scope="module")
+def layout():
+    env = make_env(MAZE)
+    yield mazes.maze_map(env)
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def maze_bundle(tmp_path_factory):
+    from training.export import export_untrained_bundle
+
+    return export_untrained_bundle(tmp_path_factory.mktemp("maze") / MAZE, env_id=MAZE, n_landmarks=12)
+
+
+def reference_bfs(layout: np.ndarray, start, goal) -> int:
+    """Independent check: path length in cells by breadth-first search over a dict of visits."""
+    seen, queue = {tuple(start): 0}, deque([tuple(start)])
+    while queue:
+        cell = queue.popleft()
+        if cell == tuple(goal):
+            return seen[cell]
+        r, c = cell
+        for nxt in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+            if layout[nxt] == 0 and nxt not in seen:
+                seen[nxt] = seen[cell] + 1
+                queue.append(nxt)
+    return -1
+
+
+# --------------------------------------------------------------------------- env adapter
+
+
+def test_maze_success_flag_on_a_real_step():
+    env = VecGoalEnv(MAZE, 2)
+    obs = env.reset([3, 4])
+    assert env.spec.max_steps == 800 and env.spec.goal_dim == 2
+    # Env 0's goal is moved onto the ball, env 1's stays where reset put it (cells apart).
+    env.envs[0].unwrapped.goal = obs["achieved_goal"][0].astype(np.float64)
+    obs, success = env.step(np.zeros((2, 2), np.float32))
+    far = np.linalg.norm(obs["achieved_goal"][1] - env.envs[1].unwrapped.goal)
+    assert far > 0.45
+    np.testing.assert_array_equal(success, [1.0, 0.0])  # info["success"], not "is_success"
+    # The training reward agrees: 0 at the goal, -1 elsewhere.
+    goals = np.stack([obs["achieved_goal"][0], env.envs[1].unwrapped.goal]).astype(np.float32)
+    np.testing.assert_array_equal(env.compute_reward(obs["achieved_goal"], goals), [0.0, -1.0])
+    env.close()
+
+
+def test_training_episodes_can_be_shorter_than_the_env_limit():
+    env = VecGoalEnv(MAZE, 1, max_episode_steps=100)
+    assert env.spec.max_steps == 100
+    env.reset([0])
+    for _ in range(99):
+        env.step(np.zeros((1, 2), np.float32))
+    _, _, _, truncated, _ = env.envs[0].step(np.zeros(2, np.float32))
+    assert truncated
+    env.close()
+
+
+# --------------------------------------------------------------------------- far pairs
+
+
+def test_far_pairs_are_far_by_bfs_and_deterministic(layout):
+    pairs = mazes.far_pairs(layout, 200, seed=123)
+    assert len(pairs) == 200
+    for start, goal in pairs:
+        assert layout[start] == 0 and layout[goal] == 0
+        assert reference_bfs(layout, start, goal) >= 10
+        assert mazes.bfs_cells(layout, start)[goal] == reference_bfs(layout, start, goal)
+    assert mazes.far_pairs(layout, 200, seed=123) == pairs
+    assert mazes.far_pairs(layout, 200, seed=124) != pairs
+    # Held-out and validation lists differ from each other and from the training-time eval list.
+    lists = [mazes.far_pairs(layout, 100, s) for s in
+             (mazes.FAR_PAIRS_HELD_OUT_SEED, mazes.FAR_PAIRS_VALIDATION_SEED, 2**30)]
+    assert lists[0] != lists[1] != lists[2]
+    # The whole range of long paths is represented, up to the maze's 19-cell maximum.
+    lengths = {reference_bfs(layout, s, g) for s, g in mazes.far_pairs(layout, 2000, seed=0)}
+    assert min(lengths) == 10 and max(lengths) == 19
+    with pytest.raises(ValueError, match=">= 40 cells"):
+        mazes.far_pairs(layout, 1, seed=0, min_cells=40)
+
+
+def test_reset_options_pin_start_and_goal_cells(layout):
+    env = make_env(MAZE)
+    scaling = mazes.maze_scaling(env)
+    for start, goal in mazes.far_pairs(layout, 5, seed=9):
+        obs, _ = env.reset(seed=1, options=mazes.reset_options((start, goal)))
+        # The env adds up to a quarter cell of noise around each cell's centre.
+        assert np.abs(obs["achieved_goal"] - mazes.cell_center(layout, start, scaling)).max() <= 0.25 * scaling + 1e-9
+        assert np.abs(obs["desired_goal"] - mazes.cell_center(layout, goal, scaling)).max() <= 0.25 * scaling + 1e-9
+    env.close()
+
+
+# --------------------------------------------------------------------------- runner over a real server
+
+
+def test_maze_eval_over_a_real_server_on_far_pairs(maze_bundle, layout, tmp_path, capsys):
+    out = tmp_path / "maze.json"
+    seed = 2_000_000_000
+    with serve(maze_bundle) as port:
+        args = add_eval_arguments(argparse.ArgumentParser()).parse_args(
+            ["--server", f"127.0.0.1:{port}", "--pairs", "far", "--episodes", "2", "--seed", str(seed),
+             "--modes", "l3p,l3p@search=hard,naive@local_horizon=0,policy", "--out", str(out),
+             "--no-progress"])
+        assert run_eval(args) == 0
+    table = capsys.readouterr().out
+    assert "far start/goal pairs" in table and "l3p@search=hard" in table
+    report = json.loads(out.read_text())
+    assert report["env_id"] == MAZE and report["pairs"] == "far"
+    want = [{"start_cell": list(s), "goal_cell": list(g)} for s, g in mazes.far_pairs(layout, 2, seed)]
+    assert list(report["modes"]) == ["l3p", "l3p@search=hard", "naive@local_horizon=0", "policy"]
+    for name, mode in report["modes"].items():
+        episodes = mode["per_episode"]
+        assert [e["pair"] for e in episodes] == want  # every variant on the same pairs and seeds
+        assert [e["env_seed"] for e in episodes] == [seed, seed + 1]
+        assert all(e["steps"] == 800 for e in episodes)  # the env's full evaluation length
+        # Success is the maze's own flag: within 0.45 of the goal at the last step.
+        assert all(e["success"] == (e["final_distance"] <= 0.45) for e in episodes)
+    assert report["modes"]["policy"]["replans_per_episode"] == 0
+    assert report["modes"]["naive@local_horizon=0"]["replans_per_episode"] == 800  # every step
+    assert 0 < report["modes"]["l3p"]["replans_per_episode"] < 800
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def test_maze_plot_axes_span_the_maze(layout):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(0)
+    landmarks = rng.uniform(-5, 5, (6, 2))
+    edges = np.where(rng.random((7, 7)) < 0.5, 1.0, np.inf)
+    fig, ax = plt.subplots()
+    traj = np.cumsum(rng.normal(0, 0.05, (31, 2)), axis=0)
+    draw_maze_episode(ax, layout, 1.0, landmarks, edges, np.arange(6.0), traj, [0] * 10 + [3] * 10 + [-1] * 10,
+                      np.zeros(2))
+    assert ax.get_xlim() == (-6.0, 6.0) and ax.get_ylim() == (-4.5, 4.5)  # 12 x 9 cells of 1 m
+    walls = [p for p in ax.patches if p.get_width() == 1.0]
+    assert len(walls) == int((layout == 1).sum())
+    plt.close(fig)
+
+
+def test_l3p_plot_writes_a_png_of_a_served_episode(maze_bundle, tmp_path):
+    from clients.plots import add_plot_arguments, run_plot
+
+    out = tmp_path / "episode.png"
+    with serve(maze_bundle) as port:
+        args = add_plot_arguments(argparse.ArgumentParser()).parse_args(
+            ["--bundle", str(maze_bundle), "--server", f"127.0.0.1:{port}", "--out", str(out)])
+        assert run_plot(args) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_plot_refuses_a_non_maze_bundle(push_bundle, tmp_path, capsys):
+    from clients.plots import add_plot_arguments, run_plot
+
+    args = add_plot_arguments(argparse.ArgumentParser()).parse_args(
+        ["--bundle", str(push_bundle), "--out", str(tmp_path / "x.png")])
+    assert run_plot(args) == 2
+    assert "draws maze episodes" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_file_for_a_recorded_episode(layout, tmp_path):
+    path = plot_maze_episode(tmp_path / "p.png", layout, 1.0, np.zeros((2, 2)), np.zeros((3, 3)),
+                             np.array([1.0, np.inf]), np.zeros((3, 2)), [0, -1], np.ones(2), title="t")
+    assert path.stat().st_size > 10_000
