@@ -1,8 +1,9 @@
 """Who may call the planner, and who a caller is: bearer tokens, TLS credentials, principals.
 
-- A token file (``--auth-token-file``) holds one token per line, ``token`` or ``name:token``;
-  blank lines and ``#`` comments are skipped. Only sha256 digests of the tokens are kept, and a
-  presented token is compared with every one of them in constant time (hmac.compare_digest).
+- A token file (``--auth-token-file``) holds one token per line, ``name:token`` or a bare
+  ``token`` (named ``line-N``); blank lines and ``#`` comments are skipped. Only sha256 digests
+  of the tokens are kept, and a presented token is compared with every one of them in constant
+  time (hmac.compare_digest).
 - Every Planner RPC must carry ``authorization: Bearer <token>``; the interceptor answers
   UNAUTHENTICATED otherwise. Health and reflection are not Planner RPCs: load-balancer probes
   need no token.
@@ -45,6 +46,10 @@ class TokenFileError(SecurityConfigError):
     pass
 
 
+class TlsConfigError(SecurityConfigError):
+    pass
+
+
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
@@ -63,8 +68,8 @@ class TokenTable:
             if not line or line.startswith("#"):
                 continue
             name, sep, token = line.partition(":")
-            if not sep:  # a bare token is named by its digest, which says nothing about it
-                name, token = f"sha256-{_digest(line).hex()[:12]}", line
+            if not sep:  # a bare token is named by its line (a digest in logs would be a verifier)
+                name, token = f"line-{number}", line
             where = f"{source} line {number}"
             if not _NAME.fullmatch(name):
                 raise TokenFileError(f"{where}: the name must be 1-64 of A-Z a-z 0-9 _ . @ -")
@@ -194,10 +199,6 @@ def _read(path: Path, what: str) -> bytes:
     if b"-----BEGIN" not in data:
         raise TlsConfigError(f"{what} {path}: not a PEM file")
     return data
-
-
-class TlsConfigError(SecurityConfigError):
-    pass
 
 
 def server_credentials(cert: Path, key: Path, client_ca: Path | None) -> grpc.ServerCredentials:
