@@ -4,12 +4,17 @@
 
 Measured in one run, on the same inputs:
 - the in-process planner (serving.bundle + serving.planner, no gRPC): the compute floor;
-- a bare gRPC echo server (generic handler, own process) answering with the same message sizes
-  as the planner: the transport floor, unary and ping-pong stream;
-- the planner server (`python -m serving.server`, own process): Act (unary) and Control
-  (stream) round trips, re-planning steps and subgoal-keeping steps reported separately;
-- aggregate actions/s with 1, 8 and 32 concurrent sessions (unary, closed loop; the client
-  threads share the machine with the server, as on a robot's computer);
+- two bare gRPC echo servers (generic handlers, own processes), threaded (grpc.server) and
+  asyncio (grpc.aio), answering with the same message sizes as the planner: the transport
+  floors, unary and ping-pong stream;
+- the planner server (`python -m serving.server`, own process, started with no thread variables
+  in its environment, like a user's shell): Act (unary) and Control (stream) round trips,
+  re-planning and subgoal-keeping steps reported separately; StartEpisode alone and under 32
+  concurrent starts;
+- aggregate actions/s with 1, 8 and 32 concurrent unary sessions and 64, 256 and 1,000
+  concurrent Control streams (closed loop; asyncio clients in this process, sharing the machine
+  with the server), with the per-step latency the streams saw;
+- the same single-robot and 32-session figures for a few max queue delays (--batch-delay-us);
 - the cost of TLS + a bearer token: a second server with a certificate (deploy/tls/make-certs.sh)
   and a token file, its keep steps measured alternately with the plaintext server's, episode by
   episode, so both see the same machine load.
@@ -19,6 +24,7 @@ Machines are shared and noisy: compare rows within a run, not absolute numbers a
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import json
 import os
@@ -30,7 +36,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent import futures
 from pathlib import Path
@@ -46,7 +51,8 @@ from clients.local_server import LocalServer  # noqa: E402
 from protos import l3p_planner_pb2 as pb  # noqa: E402
 from protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
 from serving.bundle import Bundle, load_bundle  # noqa: E402
-from serving.planner import EpisodePlanner  # noqa: E402
+from serving.planner import EpisodePlanner, distances_to_goal  # noqa: E402
+from serving.threads import limit_blas_threads, without_thread_variables  # noqa: E402
 
 ECHO_SERVICE = "bench.Echo"
 TIMEOUT = 30.0
@@ -56,7 +62,7 @@ TIMEOUT = 30.0
 
 
 def run_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None:
-    """A gRPC server with no application work: bytes in, a fixed-size reply out."""
+    """A threaded gRPC server with no application work: bytes in, a fixed-size reply out."""
     unary_reply, stream_reply = bytes(unary_reply_bytes), bytes(stream_reply_bytes)
     handlers = {
         "Unary": grpc.unary_unary_rpc_method_handler(lambda request, context: unary_reply),
@@ -72,10 +78,37 @@ def run_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None:
     server.wait_for_termination()
 
 
+def run_aio_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None:
+    """The same echo on grpc.aio, the planner server's transport."""
+    unary_reply, stream_reply = bytes(unary_reply_bytes), bytes(stream_reply_bytes)
+
+    async def unary(request, context):
+        return unary_reply
+
+    async def stream(requests, context):
+        async for _ in requests:
+            yield stream_reply
+
+    async def serve() -> None:
+        server = grpc.aio.server()
+        handlers = {
+            "Unary": grpc.unary_unary_rpc_method_handler(unary),
+            "Stream": grpc.stream_stream_rpc_method_handler(stream),
+        }
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(ECHO_SERVICE, handlers),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        print(f"ECHO_READY port={port}", flush=True)
+        await server.wait_for_termination()
+
+    asyncio.run(serve())
+
+
 class EchoProcess:
-    def __init__(self, unary_reply_bytes: int, stream_reply_bytes: int):
+    def __init__(self, unary_reply_bytes: int, stream_reply_bytes: int, kind: str = "threaded"):
+        flag = {"threaded": "--echo-server", "asyncio": "--aio-echo-server"}[kind]
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--echo-server", str(unary_reply_bytes), str(stream_reply_bytes)],
+            [sys.executable, __file__, flag, str(unary_reply_bytes), str(stream_reply_bytes)],
             stdout=subprocess.PIPE, text=True,
         )
         line = self.process.stdout.readline()
@@ -122,8 +155,11 @@ def _kind(replanned: bool) -> str:
 def time_in_process(bundle: Bundle, episodes) -> dict[str, list[float]]:
     times = collections.defaultdict(list)
     for goal, observations in episodes:
+        started = time.perf_counter()  # the whole graph, as before the per-bundle cache
+        distances_to_goal(bundle.landmarks, goal, bundle.value_fn, bundle.planner_defaults)
+        times["solve"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        planner = EpisodePlanner(bundle.landmarks, goal, bundle.value_fn, bundle.planner_defaults)
+        planner = EpisodePlanner(bundle.landmark_graph, goal, bundle.value_fn, bundle.planner_defaults)
         times["start"].append(time.perf_counter() - started)
         for obs in observations:
             started = time.perf_counter()
@@ -191,35 +227,109 @@ def time_echo(channel: grpc.Channel, calls: int, request_bytes: int, stream_requ
     return unary_times, stream_times
 
 
-def throughput(target: str, episodes, sessions: int, seconds: float) -> float:
-    """Actions/s of `sessions` closed-loop clients, each with its own channel, thread and session.
+def time_echo_pair(target: str, sizes: dict, calls: int) -> tuple[list[float], list[float]]:
+    with grpc.insecure_channel(target) as channel:
+        time_echo(channel, 100, sizes["act_request"], sizes["control_request"])  # warm-up
+        return time_echo(channel, calls, sizes["act_request"], sizes["control_request"])
 
-    Sessions are started before the clock runs (StartEpisode's graph solve is reported on its own
-    row) and then step through their observations, cycling, until the time is up."""
-    window = {}
-    start_line = threading.Barrier(  # the last to arrive opens the window for everyone
-        sessions + 1, action=lambda: window.update(start=time.monotonic())
-    )
 
-    def client(index: int) -> int:
+# Concurrency runs on asyncio clients: thousands of sessions from one process without a thread
+# each (a robot is one client; here one process stands in for all of them).
+
+
+async def _open_stream(stub, goal):
+    call = stub.Control()
+    await call.write(pb.ControlRequest(start=pb.StartEpisodeRequest(goal=goal)))
+    await call.read()
+    return call
+
+
+async def _closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool) -> dict:
+    """`sessions` episodes at once, each sending its next observation as soon as the previous
+    action arrives, for `seconds` after all have started: actions/s, per-step latency, and the
+    fewest actions any session got (0: a session was starved)."""
+    channels = [grpc.aio.insecure_channel(target) for _ in range(min(sessions, 64))]
+    stubs = [pb_grpc.PlannerStub(channel) for channel in channels]
+    begin, all_open, window = asyncio.Event(), asyncio.Event(), {}
+    latencies: list[float] = []
+    opening = asyncio.Semaphore(64)  # starts in waves: the start burst is measured on its own
+    opened = [0]
+
+    async def session(index: int) -> int:
+        stub = stubs[index % len(stubs)]
         goal, observations = episodes[index % len(episodes)]
-        with grpc.insecure_channel(target) as channel:
-            stub = pb_grpc.PlannerStub(channel)
-            session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT).session_id
-            start_line.wait()
-            steps = 0
-            while time.monotonic() < window["start"] + seconds:
-                obs = observations[steps % len(observations)]
-                stub.Act(pb.ActRequest(session_id=session_id, observation=obs), timeout=TIMEOUT)
-                steps += 1
-            stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
-            return steps
+        async with opening:
+            if stream:
+                call = await _open_stream(stub, goal)
+            else:
+                session_id = (await stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT)).session_id
+        opened[0] += 1
+        if opened[0] == sessions:
+            all_open.set()
+        await begin.wait()
+        steps = 0
+        while time.perf_counter() < window["end"]:
+            obs = observations[steps % len(observations)]
+            started = time.perf_counter()
+            if stream:
+                await call.write(pb.ControlRequest(observation=pb.ActRequest(observation=obs)))
+                await call.read()
+            else:
+                await stub.Act(pb.ActRequest(session_id=session_id, observation=obs), timeout=TIMEOUT)
+            latencies.append(time.perf_counter() - started)
+            steps += 1
+        if stream:
+            await call.done_writing()
+            assert await call.code() == grpc.StatusCode.OK
+        else:
+            await stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
+        return steps
 
-    with futures.ThreadPoolExecutor(sessions) as pool:
-        results = [pool.submit(client, i) for i in range(sessions)]
-        start_line.wait()
-        total = sum(result.result() for result in results)
-    return total / (time.monotonic() - window["start"])
+    tasks = [asyncio.ensure_future(session(i)) for i in range(sessions)]
+    waiting = asyncio.ensure_future(all_open.wait())
+    await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    for task in tasks:
+        if task.done():  # a session failed before the window: report it
+            task.result()
+    window["start"] = time.perf_counter()
+    window["end"] = window["start"] + seconds
+    begin.set()
+    steps = await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - window["start"]
+    for channel in channels:
+        await channel.close()
+    return {"sessions": sessions, "actions_per_s": round(sum(steps) / elapsed, 1),
+            "min_actions_per_session": int(min(steps)), "latency": summarize(latencies)}
+
+
+def closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool) -> dict:
+    return asyncio.run(_closed_loop(sessions, target, episodes, seconds, stream))
+
+
+async def _concurrent_starts(target: str, episodes, concurrent: int, rounds: int) -> list[float]:
+    """`rounds` bursts of `concurrent` StartEpisode calls sent at once, one channel per caller."""
+    channels = [grpc.aio.insecure_channel(target) for _ in range(concurrent)]
+    stubs = [pb_grpc.PlannerStub(channel) for channel in channels]
+    for stub in stubs:  # connect first: the connection is not part of a start
+        await stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=TIMEOUT)
+    times: list[float] = []
+
+    async def start(stub, goal) -> None:
+        started = time.perf_counter()
+        session_id = (await stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT)).session_id
+        times.append(time.perf_counter() - started)
+        await stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
+
+    for r in range(rounds):
+        await asyncio.gather(*(start(stub, episodes[(r * concurrent + i) % len(episodes)][0])
+                               for i, stub in enumerate(stubs)))
+    for channel in channels:
+        await channel.close()
+    return times
+
+
+def concurrent_starts(target: str, episodes, concurrent: int, rounds: int) -> list[float]:
+    return asyncio.run(_concurrent_starts(target, episodes, concurrent, rounds))
 
 
 def time_tls_overhead(bundle_dir: Path, plain_stub, episodes, scratch: Path) -> dict[str, dict]:
@@ -233,10 +343,10 @@ def time_tls_overhead(bundle_dir: Path, plain_stub, episodes, scratch: Path) -> 
                    check=True, capture_output=True)
     token = secrets.token_hex(32)
     (scratch / "tokens.txt").write_text(f"bench:{token}\n")
-    args = ["--max-sessions", "256", "--tls-cert", str(certs / "server.crt"),
+    args = ["--tls-cert", str(certs / "server.crt"),
             "--tls-key", str(certs / "server.key"), "--auth-token-file", str(scratch / "tokens.txt")]
     metadata = (("authorization", f"Bearer {token}"),)
-    with LocalServer(bundle_dir, extra_args=args) as server, grpc.secure_channel(
+    with planner_server(bundle_dir, *args) as server, grpc.secure_channel(
             f"localhost:{server.port}", channel_credentials(certs / "ca.crt")) as channel:
         tls_stub = pb_grpc.PlannerStub(channel)
         time_unary(tls_stub, episodes[:2], metadata)  # warm-up: handshake, first calls
@@ -269,25 +379,36 @@ def summarize(seconds: list[float]) -> dict:
 
 
 def print_table(report: dict) -> None:
-    print(f"\nper-step round trip (µs), {report['bundle']['env_id']}, "
+    print(f"\nper-call round trip (µs), {report['bundle']['env_id']}, "
           f"{report['bundle']['n_landmarks']} landmarks, mode {report['bundle']['mode']}")
-    print(f"{'':44s}{'n':>7s}{'p50':>10s}{'p99':>10s}")
+    print(f"{'':52s}{'n':>7s}{'p50':>10s}{'p99':>10s}")
     for name, row in report["latency"].items():
         p50 = "-" if row["p50_us"] is None else f"{row['p50_us']:.0f}"
         p99 = "-" if row["p99_us"] is None else f"{row['p99_us']:.0f}"
-        print(f"{name:44s}{row['n']:>7d}{p50:>10s}{p99:>10s}")
+        print(f"{name:52s}{row['n']:>7d}{p50:>10s}{p99:>10s}")
+    print("\nconcurrent sessions, closed loop (asyncio clients in the benchmark process)")
+    print(f"{'':22s}{'sessions':>9s}{'actions/s':>11s}{'step p50 µs':>13s}{'step p99 µs':>13s}"
+          f"{'min actions':>13s}")
+    for row in report["concurrency"]:
+        print(f"{row['transport']:22s}{row['sessions']:>9d}{row['actions_per_s']:>11.0f}"
+              f"{row['latency']['p50_us']:>13.0f}{row['latency']['p99_us']:>13.0f}"
+              f"{row['min_actions_per_session']:>13d}")
+    if report.get("batch_delay"):
+        print("\nmax queue delay (--batch-delay-us): one robot's stream keep step, 32 unary sessions")
+        print(f"{'delay µs':>9s}{'1 robot p50 µs':>16s}{'1 robot p99 µs':>16s}{'32 sessions actions/s':>23s}")
+        for row in report["batch_delay"]:
+            print(f"{row['delay_us']:>9d}{row['one_robot_keep']['p50_us']:>16.0f}"
+                  f"{row['one_robot_keep']['p99_us']:>16.0f}{row['actions_per_s_32']:>23.0f}")
     if report["tls_overhead"]:
         print("\nTLS + bearer token vs plaintext, keep steps measured alternately (µs)")
         for name, row in report["tls_overhead"].items():
-            print(f"{name:44s}{row['n']:>7d}{row['p50_us']:>10.0f}{row['p99_us']:>10.0f}")
+            print(f"{name:52s}{row['n']:>7d}{row['p50_us']:>10.0f}{row['p99_us']:>10.0f}")
         rows = report["tls_overhead"]
         for kind in ("unary", "stream"):
-            plain, tls = rows[f"served keep step ({kind}, plaintext)"], rows[f"served keep step ({kind}, TLS + token)"]
-            print(f"  {kind}: p50 x{tls['p50_us'] / plain['p50_us']:.2f}, p99 x{tls['p99_us'] / plain['p99_us']:.2f}")
-    print("\nthroughput (unary Act, closed loop)")
-    print(f"{'concurrent sessions':>20s}{'actions/s':>12s}")
-    for sessions, rate in report["throughput_actions_per_s"].items():
-        print(f"{sessions:>20s}{rate:>12.0f}")
+            plain = rows[f"served keep step ({kind}, plaintext)"]
+            tls = rows[f"served keep step ({kind}, TLS + token)"]
+            print(f"  {kind}: p50 x{tls['p50_us'] / plain['p50_us']:.2f}, "
+                  f"p99 x{tls['p99_us'] / plain['p99_us']:.2f}")
     print(f"\nmessage bytes: {report['message_bytes']}")
 
 
@@ -301,9 +422,13 @@ def parse_args(argv):
     parser.add_argument("--episodes", type=int, default=40, help="episodes per transport (default 40)")
     parser.add_argument("--steps", type=int, default=50, help="steps per episode (default 50)")
     parser.add_argument("--echo-calls", type=int, default=2000,
-                        help="echo round trips per kind (default 2000)")
-    parser.add_argument("--throughput-seconds", type=float, default=8.0,
-                        help="seconds per concurrency level (default 8)")
+                        help="echo round trips per kind and echo server (default 2000)")
+    parser.add_argument("--throughput-seconds", type=float, default=5.0,
+                        help="seconds per concurrency level (default 5)")
+    parser.add_argument("--start-rounds", type=int, default=5,
+                        help="bursts of 32 concurrent StartEpisode calls (default 5)")
+    parser.add_argument("--delays", default="0,250,1000",
+                        help="max queue delays (µs) to compare, comma-separated; '' skips (default 0,250,1000)")
     parser.add_argument("--out", type=Path, default=Path("serve_latency.json"), help="JSON report")
     return parser.parse_args(argv)
 
@@ -324,7 +449,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def planner_server(bundle_dir: Path, *extra: str) -> LocalServer:
+    """The server as a user's shell starts it: no thread variables in its environment."""
+    return LocalServer(bundle_dir, extra_args=["--max-sessions", "2048", *extra],
+                       env=without_thread_variables(os.environ))
+
+
 def run(bundle_dir: Path, args, scratch: Path) -> dict:
+    limit_blas_threads(1)  # the in-process reference gets the server's one BLAS thread
     bundle = load_bundle(bundle_dir)
     episodes = make_episodes(bundle, args.episodes, args.steps)
     warmup = episodes[:2]
@@ -332,11 +464,10 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
     time_in_process(bundle, warmup)
     in_process = time_in_process(bundle, episodes)
 
-    with LocalServer(bundle_dir, extra_args=["--max-sessions", "256"]) as server, \
-            grpc.insecure_channel(server.target) as channel:
+    with planner_server(bundle_dir) as server, grpc.insecure_channel(server.target) as channel:
         stub = pb_grpc.PlannerStub(channel)
         print(f"server on {server.target}; measuring...", flush=True)
-        # Message sizes as sent on the wire, for the echo server to mimic.
+        # Message sizes as sent on the wire, for the echo servers to mimic.
         goal, observations = episodes[0]
         session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT).session_id
         act_request = pb.ActRequest(session_id=session_id, observation=observations[0])
@@ -349,57 +480,79 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
                 observation=pb.ActRequest(observation=observations[0])).ByteSize(),
             "control_response": pb.ControlResponse(action=act_response).ByteSize(),
         }
-
-        with EchoProcess(sizes["act_response"], sizes["control_response"]) as echo, \
-                grpc.insecure_channel(echo.target) as echo_channel:
-            time_echo(echo_channel, 100, sizes["act_request"], sizes["control_request"])  # warm-up
-            echo_unary, echo_stream = time_echo(
-                echo_channel, args.echo_calls, sizes["act_request"], sizes["control_request"]
-            )
+        echo = {}
+        for kind in ("threaded", "asyncio"):
+            with EchoProcess(sizes["act_response"], sizes["control_response"], kind) as process:
+                echo[kind] = time_echo_pair(process.target, sizes, args.echo_calls)
         time_unary(stub, warmup)
         unary = time_unary(stub, episodes)
         time_stream(stub, warmup)
         stream = time_stream(stub, episodes)
+        concurrent_starts(server.target, episodes, 32, 1)  # warm-up
+        starts_32 = concurrent_starts(server.target, episodes, 32, args.start_rounds)
 
         latency = {
             "in-process planner, re-plan step": summarize(in_process["replan"]),
             "in-process planner, keep step": summarize(in_process["keep"]),
-            "gRPC echo, unary": summarize(echo_unary),
+            "gRPC echo, unary (threaded server)": summarize(echo["threaded"][0]),
+            "gRPC echo, unary (asyncio server)": summarize(echo["asyncio"][0]),
             "served Act (unary), re-plan step": summarize(unary["replan"]),
             "served Act (unary), keep step": summarize(unary["keep"]),
-            "gRPC echo, stream ping-pong": summarize(echo_stream),
+            "gRPC echo, stream ping-pong (threaded server)": summarize(echo["threaded"][1]),
+            "gRPC echo, stream ping-pong (asyncio server)": summarize(echo["asyncio"][1]),
             "served Control (stream), re-plan step": summarize(stream["replan"]),
             "served Control (stream), keep step": summarize(stream["keep"]),
-            "in-process graph solve (episode start)": summarize(in_process["start"]),
-            "served StartEpisode (unary)": summarize(unary["start"]),
+            "in-process graph solve from scratch": summarize(in_process["solve"]),
+            "in-process episode start (cached landmark block)": summarize(in_process["start"]),
+            "served StartEpisode, one at a time": summarize(unary["start"]),
+            "served StartEpisode, 32 concurrent": summarize(starts_32),
         }
 
         tls_overhead = time_tls_overhead(bundle_dir, stub, episodes, scratch)
 
-        rates = {}
-        for sessions in (1, 8, 32):
-            rates[str(sessions)] = round(
-                throughput(server.target, episodes, sessions, args.throughput_seconds), 1
-            )
+        concurrency = []
+        for transport, levels, is_stream in (("unary Act", (1, 8, 32), False),
+                                             ("Control streams", (64, 256, 1000), True)):
+            for sessions in levels:
+                print(f"{sessions} concurrent sessions ({transport})...", flush=True)
+                row = closed_loop(sessions, server.target, episodes, args.throughput_seconds, is_stream)
+                concurrency.append({"transport": transport, **row})
+
+    batch_delay = []
+    for delay in [int(d) for d in args.delays.split(",") if d.strip()]:
+        print(f"max queue delay {delay} µs...", flush=True)
+        with planner_server(bundle_dir, "--batch-delay-us", str(delay)) as server, \
+                grpc.insecure_channel(server.target) as channel:
+            stub = pb_grpc.PlannerStub(channel)
+            time_stream(stub, warmup)
+            one = time_stream(stub, episodes[:10])
+            rate = closed_loop(32, server.target, episodes, args.throughput_seconds, False)
+        batch_delay.append({"delay_us": delay, "one_robot_keep": summarize(one["keep"]),
+                            "one_robot_replan": summarize(one["replan"]),
+                            "actions_per_s_32": rate["actions_per_s"]})
 
     return {
         "benchmark": "serve_latency",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "grpc": grpc.__version__},
+                    "python": platform.python_version(), "grpc": grpc.__version__,
+                    "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
         "bundle": {"path": str(bundle_dir), "env_id": bundle.env_id, "n_landmarks": bundle.n_landmarks,
                    "mode": bundle.planner_defaults.mode, "sha256": bundle.sha256},
         "settings": {"episodes": args.episodes, "steps": args.steps, "echo_calls": args.echo_calls,
-                     "throughput_seconds": args.throughput_seconds},
+                     "throughput_seconds": args.throughput_seconds, "start_rounds": args.start_rounds},
         "message_bytes": sizes,
         "latency": latency,
         "tls_overhead": tls_overhead,
-        "throughput_actions_per_s": rates,
+        "concurrency": concurrency,
+        "batch_delay": batch_delay,
     }
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--echo-server"]:
         run_echo_server(int(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[1:2] == ["--aio-echo-server"]:
+        run_aio_echo_server(int(sys.argv[2]), int(sys.argv[3]))
     else:
         sys.exit(main())

@@ -201,6 +201,11 @@ def episode_plan(env: Any, env_id: str, episodes: int, seed: int, pairs: str = "
 def make_env(env_id: str, *, render: bool = False, size: int = 480) -> Any:
     import farama_notifications
     import gymnasium as gym
+    from threadpoolctl import threadpool_limits
+
+    # The runner shares the machine with the server: one BLAS thread whatever the caller's
+    # environment says (the envs' numpy work is tiny; a pool per process oversubscribes).
+    threadpool_limits(limits=1)
 
     # gymnasium-robotics prints a notice about Adroit envs (unrelated to ours) on import.
     farama_notifications.notifications.pop("gymnasium_robotics", None)

@@ -68,6 +68,7 @@ class HealthService(health_pb2_grpc.HealthServicer):
             if status != last:
                 await context.write(health_pb2.HealthCheckResponse(status=status))
                 last = status
+                continue  # the status may have changed during the write
             if self.shutting_down:
                 return
             await changed.wait()

@@ -394,34 +394,36 @@ def _softmin_mean(cand: np.ndarray, temperature: float) -> np.ndarray:
     return best[:, 0] + np.einsum("pk,pk->p", weights, excess) / weights.sum(axis=1)
 
 
-def _soft_goal_column(
-    block: "_SoftIterate", c: np.ndarray, temperature: float, scratch: np.ndarray
-) -> np.ndarray:
-    """E_ig for every landmark i of a graph whose goal g is a sink: `_soft_expectation`'s goal
-    column from the landmark block (an iterate with its `_soft_factors`) and the goal column
-    c [n] (landmark -> goal), in one [n, 2n] x [2n, 2] product instead of [n, n] products.
+def _soft_goal_columns(block: "_SoftIterate", c: np.ndarray, temperature: float) -> np.ndarray:
+    """E_ig for every landmark i and each of R goals g of graphs whose goal is a sink:
+    `_soft_expectation`'s goal column, from the landmark block (an iterate with its
+    `_soft_factors`) and c [R, n] (landmark i -> goal g at [g, i]), as one [n, 2n] x [2n, 2]
+    product per goal instead of [n, n] products.
 
-    The candidates of pair (i, g) are block_ik + c_k over the landmarks k, and c_i + 0 through
-    the goal itself (its row is inf but for the diagonal). `scratch` is a zeroed [2n, 2]
-    buffer; call under the np.errstate of `_soft_factors`.
+    The candidates of pair (i, g) are block_ik + c_gk over the landmarks k, and c_gi + 0
+    through the goal itself (its row is inf but for the diagonal). Every operation is
+    elementwise or per goal (a stacked matmul is one BLAS call per goal), so a goal's result
+    does not depend on which other goals are solved with it. Call under the np.errstate of
+    `_soft_factors`.
     """
-    n = c.size
+    r, n = c.shape
     ac, bc = _soft_factors(c, temperature)
-    scratch[:n, 0] = ac
-    scratch[:n, 1] = bc
-    scratch[n:, 1] = ac
-    sums = block.ab @ scratch  # [:, 0] = a @ ac, [:, 1] = a @ bc + b @ ac
+    stacked = np.zeros((r, 2 * n, 2))
+    stacked[:, :n, 0] = ac
+    stacked[:, :n, 1] = bc
+    stacked[:, n:, 1] = ac
+    sums = np.matmul(block.ab, stacked)  # [R, n, 2]: a @ ac, a @ bc + b @ ac
     self_weight = math.exp(_SOFT_SHIFT)  # a of d_gg = 0 (and b of it is 0)
-    den = sums[:, 0] + ac * self_weight
-    num = sums[:, 1] + bc * self_weight
-    c_max = block.finite_max + float(np.max(c, initial=0.0, where=c < np.inf))
-    fast = _soft_fast_mask(den, num, n + 1, c_max)
+    den = sums[:, :, 0] + ac * self_weight
+    num = sums[:, :, 1] + bc * self_weight
+    c_max = block.finite_max + np.max(c, axis=1, initial=0.0, where=c < np.inf)  # [R]
+    fast = _soft_fast_mask(den, num, n + 1, c_max[:, None])
     expectation = _soft_ratio(num, den, fast, n + 1)
     slow = ~fast & (den > 0.0)
     if slow.any():
-        rows = np.flatnonzero(slow)
-        cand = np.concatenate([block.d[rows] + c[None, :], c[rows, None]], axis=1)
-        expectation[rows] = _softmin_mean(cand, temperature)
+        goals, rows = np.nonzero(slow)
+        cand = np.concatenate([block.d[rows] + c[goals], c[goals, rows][:, None]], axis=1)
+        expectation[goals, rows] = _softmin_mean(cand, temperature)
     return expectation
 
 
@@ -487,13 +489,26 @@ class LandmarkGraph:
         self, goal: np.ndarray, value_fn: ValueFn, config: PlannerConfig
     ) -> np.ndarray:
         """d_cg [N+1] like the module's `distances_to_goal` for these landmarks."""
-        goal = _as_nodes(self.landmarks, goal)[-1]
-        n = len(self.landmarks)
-        d_cg = np.zeros(n + 1)
-        if n > 0:
-            values = value_fn(self.landmarks, np.broadcast_to(goal, self.landmarks.shape))
-            column = _cut_edges(_uncut_edges(values, n, 1), config.d_max, config.adaptive_cut)
-            d_cg[:n] = self._block(config).goal_column(column[:, 0])
+        return self.distances_to_goals(_as_nodes(self.landmarks, goal)[-1:], value_fn, config)[0]
+
+    def distances_to_goals(
+        self, goals: np.ndarray, value_fn: ValueFn, config: PlannerConfig
+    ) -> np.ndarray:
+        """d_cg [R, N+1] for R goals [R, goal_dim] (many episodes started together): one
+        value_fn call over the R x N (landmark, goal) pairs, and the goal columns solved side
+        by side. Each row is exactly what `distances_to_goal` gives for its goal alone."""
+        goals = np.asarray(goals, dtype=np.float32)
+        if goals.ndim != 2 or goals.shape[1] != self.landmarks.shape[1]:
+            raise ValueError(
+                f"goals must have shape [R, {self.landmarks.shape[1]}], got {goals.shape}"
+            )
+        n, r = len(self.landmarks), len(goals)
+        d_cg = np.zeros((r, n + 1))
+        if n > 0 and r > 0:
+            # Pair (goal g, landmark i) at row g * n + i.
+            values = value_fn(np.tile(self.landmarks, (r, 1)), np.repeat(goals, n, axis=0))
+            w = _cut_edges(_uncut_edges(values, r, n).T, config.d_max, config.adaptive_cut)
+            d_cg[:, :n] = self._block(config).goal_columns(np.ascontiguousarray(w.T))
         return d_cg
 
     def _block(self, config: PlannerConfig) -> "_HardBlock | _SoftBlock":
@@ -526,9 +541,16 @@ class _HardBlock:
     def __init__(self, w: np.ndarray) -> None:
         self.d = shortest_paths_hard(w)  # landmark -> landmark, diagonal 0
 
-    def goal_column(self, w_goal: np.ndarray) -> np.ndarray:
-        # The last edge of any path to the goal is some k -> goal (k = i: the direct edge).
-        return np.min(self.d + w_goal[None, :], axis=1, initial=np.inf)
+    def goal_columns(self, w: np.ndarray) -> np.ndarray:
+        """[R, n] distances to R goals from their edges w [R, n] (landmark i -> goal g at [g, i])."""
+        r, n = w.shape
+        out = np.empty((r, n))
+        chunk = max(1, _SOFT_BLOCK_ELEMENTS // max(1, n * n))  # bounds the [chunk, n, n] sums
+        for start in range(0, r, chunk):
+            goals = slice(start, start + chunk)
+            # The last edge of any path to the goal is some k -> goal (k = i: the direct edge).
+            out[goals] = np.min(self.d[None] + w[goals, None, :], axis=2, initial=np.inf)
+        return out
 
 
 class _SoftIterate:
@@ -561,19 +583,23 @@ class _SoftBlock:
                 break
             d = new
 
-    def goal_column(self, w_goal: np.ndarray) -> np.ndarray:
-        c = w_goal
-        scratch = np.zeros((2 * c.size, 2))
+    def goal_columns(self, w: np.ndarray) -> np.ndarray:
+        """[R, n] distances to R goals from their edges w [R, n] (landmark i -> goal g at [g, i])."""
+        c = np.array(w, dtype=np.float64)
+        active = np.arange(len(c))  # goals still iterating
         with np.errstate(over="ignore", under="ignore"):  # see _soft_factors
             for t in range(self.iterations):
                 block = self.iterates[min(t, len(self.iterates) - 1)]
-                new = _soft_goal_column(block, c, self.temperature, scratch)
+                current = c[active]
+                new = _soft_goal_columns(block, current, self.temperature)
                 if self.guard:
-                    np.minimum(c, new, out=new)
-                # shortest_paths_soft stops once the whole matrix is unchanged: block and column.
-                if t >= self.fixed_at and np.array_equal(new, c):
-                    break
-                c = new
+                    np.minimum(current, new, out=new)
+                c[active] = new
+                # shortest_paths_soft stops once its whole matrix is unchanged: block and column.
+                if t >= self.fixed_at:
+                    active = active[~(new == current).all(axis=1)]
+                    if active.size == 0:
+                        break
         return c
 
 
@@ -616,7 +642,8 @@ class EpisodePlanner:
 
     `landmarks` is an [N, goal_dim] array, or a `LandmarkGraph` that already holds the
     landmark-landmark part of the solve (a server's landmarks are the same for every episode;
-    training's are not: it adds temporary ones per episode).
+    training's are not: it adds temporary ones per episode). With a LandmarkGraph, `d_cg` may
+    pass this goal's row of `LandmarkGraph.distances_to_goals` (episodes started together).
     """
 
     def __init__(
@@ -626,6 +653,8 @@ class EpisodePlanner:
         value_fn: ValueFn,
         config: PlannerConfig,
         seed: int | None = None,
+        *,
+        d_cg: np.ndarray | None = None,
     ) -> None:
         config.validate()
         self.config = config
@@ -633,7 +662,11 @@ class EpisodePlanner:
         self._nodes = _as_nodes(graph.landmarks if graph else landmarks, goal)
         self._nodes.flags.writeable = False  # subgoals are returned as views of it
         self._n = self._nodes.shape[0] - 1
-        if graph is not None:
+        if d_cg is not None:  # solved already, with other episodes' goals
+            if graph is None or np.shape(d_cg) != (self._n + 1,):
+                raise ValueError("d_cg [N+1] comes with a LandmarkGraph (distances_to_goals)")
+            self._d_cg = np.array(d_cg, dtype=np.float64)
+        elif graph is not None:
             self._d_cg = graph.distances_to_goal(self._nodes[-1], value_fn, config)
         else:
             self._d_cg = distances_to_goal(self._nodes[:-1], self._nodes[-1], value_fn, config)

@@ -63,6 +63,10 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Planner"].full_name  # "l3p.v1.Pl
 # gRPC itself answers RESOURCE_EXHAUSTED ("Received message larger than max") past it.
 MAX_MESSAGE_BYTES = 64 * 1024
 
+# A StartEpisode solved with less time than this left before its deadline is not answered: the
+# answer would likely arrive late, and the client would never learn the session's id.
+DELIVERY_MARGIN_S = 0.002
+
 # StartEpisodeResponse.landmark_to_goal for a landmark the goal cannot be reached from
 # (documented in the .proto; a float field has no portable infinity for every client).
 UNREACHABLE = -1.0
@@ -87,6 +91,10 @@ class StreamOrderError(RuntimeError):
     pass
 
 
+class DeadlineError(RuntimeError):
+    pass
+
+
 # The application's error model: each expected failure maps to one status code. Anything else
 # is a bug and is answered INTERNAL with a short message (never UNKNOWN, never a traceback).
 _STATUS_OF = (
@@ -94,6 +102,7 @@ _STATUS_OF = (
     (SessionNotFoundError, grpc.StatusCode.NOT_FOUND),
     (StreamOrderError, grpc.StatusCode.FAILED_PRECONDITION),
     (SessionLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (DeadlineError, grpc.StatusCode.DEADLINE_EXCEEDED),
 )
 
 
@@ -162,12 +171,17 @@ class PlannerServicer(pb_grpc.PlannerServicer):
 
     @_answers_errors
     async def StartEpisode(self, request, context):
+        # A start whose deadline passes while it is solved must not leave a session nobody knows
+        # the id of: a call cancelled mid-solve never adds one, and one that finishes too late
+        # to be delivered (under DELIVERY_MARGIN_S left) is dropped and answered so.
         session, response = await self._start(request, Owner(self._principal(context)))
-        # A call that ended without delivering its answer (deadline passed while solving,
-        # client gone) must not leave a session nobody knows the id of.
-        context.add_done_callback(
-            lambda ctx: ctx.cancelled() and self._discard(session.id, "start_not_delivered")
-        )
+        remaining = context.time_remaining()
+        if remaining is not None and remaining < DELIVERY_MARGIN_S:
+            self._discard(session.id, "deadline_passed")
+            raise DeadlineError(
+                "the episode was solved too close to the call's deadline to answer; no session "
+                "was kept: retry with a longer deadline"
+            )
         return response
 
     @_answers_errors
@@ -319,7 +333,14 @@ class PlannerServicer(pb_grpc.PlannerServicer):
             message = str(exc)
             _event(logging.INFO, "request_error", method=method, code=code.name, message=message)
         self._metrics.errors.labels(code.name).inc()
-        await context.abort(code, message)
+        try:
+            await context.abort(code, message)
+        except grpc.aio.AbortError:
+            raise  # the status is sent: how a handler ends
+        except Exception:
+            # The call ended (deadline passed, client gone) before the status could be sent:
+            # nobody to answer; end the handler as a cancelled call, not a server error.
+            raise asyncio.CancelledError() from None
 
 
 def planner_handlers(servicer: PlannerServicer) -> dict[str, grpc.RpcMethodHandler]:

@@ -1000,3 +1000,23 @@ def test_soft_search_rejects_a_subnormal_temperature() -> None:
         shortest_paths_soft(w, 5e-324, 20)
     # The smallest accepted temperature is still the exact (min-plus) search.
     assert_same_distances(shortest_paths_soft(w, MIN_TEMPERATURE, 20), dijkstra_all_pairs(w))
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_goals_solved_together_equal_each_solved_alone(search: str) -> None:
+    """A server solves the goals of episodes started together in one pass; each goal's result
+    must not depend on which others share it (bit for bit)."""
+    landmarks = scattered_landmarks(4)
+    graph = LandmarkGraph(landmarks, plane_value_fn)
+    config = PlannerConfig(search=search, temperature=0.3)  # some far pairs take the exact path
+    goals = np.random.default_rng(5).uniform(-10.0, 70.0, (9, 2)).astype(np.float32)
+    together = graph.distances_to_goals(goals, plane_value_fn, config)
+    for goal, row in zip(goals, together):
+        np.testing.assert_array_equal(row, graph.distances_to_goal(goal, plane_value_fn, config))
+    np.testing.assert_array_equal(graph.distances_to_goals(goals[3:5], plane_value_fn, config), together[3:5])
+    assert graph.distances_to_goals(goals[:0], plane_value_fn, config).shape == (0, len(landmarks) + 1)
+    # A planner takes its row as solved.
+    planner = EpisodePlanner(graph, goals[2], plane_value_fn, config, d_cg=together[2])
+    np.testing.assert_array_equal(planner.landmark_to_goal, together[2, :-1])
+    with pytest.raises(ValueError, match="d_cg"):
+        EpisodePlanner(landmarks, goals[2], plane_value_fn, config, d_cg=together[2])

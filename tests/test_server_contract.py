@@ -125,27 +125,23 @@ def test_unreachable_landmarks_answer_minus_one(narrow_bundle):
 
 
 def test_a_start_whose_deadline_passes_leaves_no_session(untrained_bundle):
-    """Deadlines of 1-30 ms on starts that each solve a new landmark block (a temperature not
-    seen before): whether the deadline passes while solving or while answering, no session is
-    left behind, and the server keeps serving."""
+    """Deadlines of 1-5 ms on starts that each solve a new landmark block (a temperature not
+    seen before, tens of ms): the deadline passes while solving, and no session is left
+    behind; the server keeps serving."""
     for served in serve(untrained_bundle):
         obs, goal = initial(5)
-        answered = expired = 0
         for i in range(20):
             request = pb.StartEpisodeRequest(goal=goal, options=pb.EpisodeOptions(temperature=1.0 + i / 100))
             try:
-                started = served.stub.StartEpisode(request, timeout=0.001 + 0.0015 * i)
+                started = served.stub.StartEpisode(request, timeout=0.001 + 0.0002 * i)
             except grpc.RpcError as error:
                 assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                expired += 1
-            else:
-                answered += 1
+            else:  # solved in time after all (a fast machine): an ordinary session
                 served.stub.EndEpisode(pb.EndEpisodeRequest(session_id=started.session_id), timeout=TIMEOUT)
-        assert expired > 0
         wait_until(lambda: served.live_sessions() == 0, "starts without an answer to be freed")
-        assert served.metric("l3p_sessions_started_total") >= answered
         run_unary(served.stub, seed=5, steps=3)
         assert served.live_sessions() == 0
+        assert "internal_error" not in {e["event"] for e in log_events(served.process)}
 
 
 def test_a_subnormal_temperature_is_refused(untrained_bundle):
