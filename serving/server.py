@@ -220,7 +220,10 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                             "'observation' before 'start': the first message on a Control "
                             "stream must be 'start' carrying the goal"
                         )
-                    action = await self._act(session, request.observation.observation)
+                    # Through the store, as Act: marks the session used (only idleness expires
+                    # it), and an episode that idled past the TTL answers NOT_FOUND.
+                    live = self._store.get(session.id, session.owner)
+                    action = await self._act(live, request.observation.observation)
                     yield pb.ControlResponse(action=action)
                 else:
                     raise InvalidRequestError(

@@ -518,6 +518,21 @@ def test_idle_sessions_expire(short_ttl_server):
     assert "idle for more than 1 s (expired)" in error.details()
 
 
+def test_a_busy_stream_outlives_the_idle_ttl(short_ttl_server):
+    """Each observation on a stream marks its session used, as an Act does: only idleness expires."""
+    served = short_ttl_server
+    expired = served.metric("l3p_sessions_expired_total")
+    obs, goal = initial(9)
+    stream = StreamEpisode(served.stub)
+    stream.start(goal)
+    for _ in range(10):  # 2.5 s of steps, each well within the 1 s TTL of the last
+        obs = advance(obs, stream.act(obs).action)
+        time.sleep(0.25)
+    assert served.live_sessions() == 1
+    assert served.metric("l3p_sessions_expired_total") == expired
+    stream.close()
+
+
 def test_streams_cost_no_thread_and_past_the_session_limit_are_refused_not_stalled(untrained_bundle):
     """120 open streams (the threaded server allowed 60 with its 64 workers) are all served; one
     past --max-sessions is refused at once, and unary calls and the open streams carry on."""
