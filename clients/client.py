@@ -35,20 +35,20 @@ A server with TLS and tokens (``l3p serve --tls-cert ... --auth-token-file ...``
 
 Resume (opt-in, ``episode(goal, resume=True)``, same for streams): when the server that holds the
 episode is gone (UNAVAILABLE, NOT_FOUND after a restart lost it, or a call cancelled or reset as
-it went down), ``act`` starts a new episode
-with the same goal and options on whichever server answers, and sends it the same observation:
-the robot gets its action, the planner re-plans once (the new session's first step), and
-``step.resumed`` / ``ep.resumes`` say it happened. The lost session, if its server still runs
-unreachable, is freed by that server's idle TTL.
+it went down), ``act`` starts a new episode with the same goal and options on whichever server
+answers, and sends it the same observation: the robot gets its action, the planner re-plans once
+(the new session's first step), and ``step.resumed`` / ``ep.resumes`` say it happened. The lost
+session, if its server still runs unreachable, is freed by that server's idle TTL.
 
-Retries: ``GetModelInfo``, ``StartEpisode``, ``EndEpisode`` and the opening of a ``Control``
-stream (until its ``started`` reply) are retried on UNAVAILABLE with exponential backoff and jitter
-(:class:`RetryPolicy`); a stream that fails before it started leaves no session. ``Act`` and the
-stream's observations are NOT retried: an Act that reached the server before the connection broke has already advanced
-the episode's planner state (step index, re-plan counter), so a retry would step twice; and
-after a backoff the observation is stale anyway. The control loop should send a fresh
-observation (or stop the robot) instead. A retried ``StartEpisode`` whose first attempt did
-reach the server leaves at most one orphan session, which the server's idle TTL frees.
+Retries: ``GetModelInfo``, ``StartEpisode`` and ``EndEpisode`` are retried on UNAVAILABLE with
+exponential backoff and jitter (:class:`RetryPolicy`), and so is the opening of a ``Control``
+stream until its ``started`` reply (also when a proxy resets it): a stream that fails before it
+started leaves no session. ``Act`` and the stream's observations are NOT retried: an Act that
+reached the server before the connection broke has already advanced the episode's planner state
+(step index, re-plan counter), so a retry would step twice; and after a backoff the observation
+is stale anyway. The control loop should send a fresh observation (or stop the robot) instead.
+A retried ``StartEpisode`` whose first attempt did reach the server leaves at most one orphan
+session, which the server's idle TTL frees.
 """
 
 from __future__ import annotations

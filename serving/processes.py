@@ -9,7 +9,8 @@ behind a proxy that may use several upstream connections, run one replica per po
 
 The parent prints ``L3P_SERVER_READY port=N`` once every process serves and forwards SIGTERM and
 SIGINT to all of them (each then drains as a single server does). If a process exits on its own,
-the parent stops the others and exits 1, so the supervisor restarts the whole server.
+the parent stops the others and exits 1 (2 if that process never started serving), so the
+supervisor restarts the whole server.
 """
 
 from __future__ import annotations
@@ -124,12 +125,13 @@ def run_processes(args: argparse.Namespace) -> int:
                         if not stopping:
                             failed = True
                             _event(logging.ERROR, "worker_exited", worker=worker.index,
-                                   pid=worker.process.pid, exit_code=worker.exit_code)
+                                   worker_pid=worker.process.pid, exit_code=worker.exit_code)
                             stop_all()
             if not announced and not stopping and all(w.port == port for w in workers):
                 announced = True
                 _event(logging.INFO, "serving_processes", port=port, processes=len(workers),
                        pids=[w.process.pid for w in workers])
                 print(f"L3P_SERVER_READY port={port}", flush=True)
-    codes = [w.exit_code for w in workers if w.exit_code]
-    return codes[0] if codes else int(failed)
+    if failed:  # 2 as for a single server that cannot start; 1 once it has served
+        return 1 if announced else 2
+    return 0 if all(w.exit_code == 0 for w in workers) else 1

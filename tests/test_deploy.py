@@ -8,6 +8,7 @@ resume=True, the way `l3p run` does.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import threading
@@ -39,6 +40,11 @@ def metric(port: int, name: str) -> float:
     raise KeyError(name)
 
 
+def log_events(server: LocalServer, event: str) -> list[dict]:
+    lines = server.stderr_tail(1000).splitlines()
+    return [e for e in (json.loads(line) for line in lines if line.startswith("{")) if e["event"] == event]
+
+
 # --------------------------------------------------------------------------- --processes
 
 
@@ -54,18 +60,30 @@ def test_two_processes_serve_16_robots_like_one(untrained_bundle):
 
     metrics_port = free_port()
     with LocalServer(untrained_bundle) as one, \
-            LocalServer(untrained_bundle, extra_args=["--processes", "2", "--metrics-port", str(metrics_port)]) as two:
+            LocalServer(untrained_bundle, extra_args=["--processes", "2", "--metrics-port", str(metrics_port)],
+                        stderr_lines=1000) as two:
         with futures.ThreadPoolExecutor(16) as pool:
             single = list(pool.map(lambda e: play(one.target, e), episodes))
             double = list(pool.map(lambda e: play(two.target, e), episodes))
         started = [metric(metrics_port + i, "l3p_sessions_started_total") for i in range(2)]
         two.proc.send_signal(signal.SIGTERM)
         assert two.proc.wait(timeout=30) == 0
-        events = [json.loads(line) for line in two.stderr_tail().splitlines() if line.startswith("{")]
+        wait_until(lambda: len({e["pid"] for e in log_events(two, "stopped")}) == 2, "both processes' stop")
     assert double == single
     # SO_REUSEPORT hashes connections over the processes: both get some of 16 (p > 1 - 2**-15).
     assert sum(started) == 16 and min(started) > 0, started
-    assert len({e["pid"] for e in events if e["event"] == "stopped"}) == 2
+
+
+def test_when_one_process_dies_the_server_stops_for_its_supervisor(untrained_bundle):
+    with LocalServer(untrained_bundle, extra_args=["--processes", "2"], stderr_lines=1000) as server:
+        # stderr is read by its own thread: the line may trail the READY line on stdout.
+        wait_until(lambda: log_events(server, "serving_processes"), "the parent's serving line")
+        pids = log_events(server, "serving_processes")[0]["pids"]
+        os.kill(pids[0], signal.SIGKILL)
+        assert server.proc.wait(timeout=30) == 1
+    (exited,) = log_events(server, "worker_exited")
+    assert (exited["worker_pid"], exited["exit_code"]) == (pids[0], -signal.SIGKILL)
+    assert not Path(f"/proc/{pids[1]}").exists()  # stopped and reaped before the server exited
 
 
 # ---------------------------------------------------------------------- replicas behind nginx
