@@ -40,10 +40,11 @@ answers, and sends it the same observation: the robot gets its action, the plann
 (the new session's first step), and ``step.resumed`` / ``ep.resumes`` say it happened. The lost
 session, if its server still runs unreachable, is freed by that server's idle TTL.
 
-Retries: ``GetModelInfo``, ``StartEpisode`` and ``EndEpisode`` are retried on UNAVAILABLE with
-exponential backoff and jitter (:class:`RetryPolicy`), and so is the opening of a ``Control``
-stream until its ``started`` reply (also when a proxy resets it): a stream that fails before it
-started leaves no session. ``Act`` and the stream's observations are NOT retried: an Act that
+Retries: ``GetModelInfo``, ``StartEpisode`` and ``EndEpisode`` are retried on UNAVAILABLE (and
+CANCELLED: how a stopping server answers a call that reaches it) with exponential backoff and
+jitter (:class:`RetryPolicy`), and so is the opening of a ``Control`` stream until its
+``started`` reply (also when a proxy resets it): a stream that fails before it started leaves
+no session. ``Act`` and the stream's observations are NOT retried: an Act that
 reached the server before the connection broke has already advanced the episode's planner state
 (step index, re-plan counter), so a retry would step twice; and after a backoff the observation
 is stale anyway. The control loop should send a fresh observation (or stop the robot) instead.
@@ -158,6 +159,10 @@ _ERRORS: dict[grpc.StatusCode, type[PlannerError]] = {
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
 
+# Failures after which a call that may be repeated (not Act) is: the server cannot be reached, or
+# cancelled the call as it was stopping (a blocking unary call is never cancelled by this client).
+_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+
 # Failures after which an episode's session is gone or out of reach, so a new session can carry
 # on (resume=True): the server cannot be reached (UNAVAILABLE), no longer holds the session after a
 # restart (NOT_FOUND), cancelled the call while stopping (CANCELLED), or a proxy reset the call
@@ -267,7 +272,7 @@ class ModelInfo:
 
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with jitter for UNAVAILABLE on idempotent calls.
+    """Exponential backoff with jitter for UNAVAILABLE (or CANCELLED) on idempotent calls.
 
     The wait before retry k (k = 1, 2, ...) is drawn uniformly from [cap/2, cap] with
     cap = min(max_backoff_s, initial_backoff_s * multiplier**(k-1)): half fixed so a restart
@@ -485,15 +490,15 @@ class PlannerClient:
                         error.code, f"{error.message} (timeout {timeout:g} s, server {self.target})",
                         method,
                     ) from None
-                if not isinstance(error, Unavailable):
+                if error.code not in _RETRIED:
                     raise error from None
                 if attempt == policy.max_attempts:
                     tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
-                    raise Unavailable(error.code, error.message + tries, method) from None
+                    raise type(error)(error.code, error.message + tries, method) from None
                 wait = policy.backoff_s(attempt, self._rng)
                 log.warning(
-                    "%s: server unavailable (%s); retry %d/%d in %.2f s",
-                    method, error.message, attempt, policy.max_attempts - 1, wait,
+                    "%s: %s (%s); retry %d/%d in %.2f s",
+                    method, error.code.name, error.message, attempt, policy.max_attempts - 1, wait,
                 )
                 time.sleep(wait)
         raise AssertionError("unreachable")
