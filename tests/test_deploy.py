@@ -164,13 +164,16 @@ class Turns:
 
 
 def check_episode(log: EpisodeLog) -> None:
-    """Every observation got one action; each session's server steps run 0, 1, ... (a resumed
-    session starts over at 0 with a re-plan)."""
+    """Every observation got one action; each session's server steps run 0, 1, ...; the session
+    changes exactly at the resumed steps, where the new one starts at 0 (its re-plan). (A resume
+    at the first step leaves no trace of the lost session: it never answered.)"""
     assert len(log.served) == STEPS
     for session in log.sessions():
         steps = [step for s, step, _ in log.served if s == session]
         assert steps == list(range(len(steps))), (log.robot, log.index, session, steps)
-    assert sum(resumed for _, _, resumed in log.served) == log.resumes == len(log.sessions()) - 1
+    for (before, _, _), (session, step, resumed) in zip(log.served, log.served[1:]):
+        assert (session != before) == resumed and (step == 0 or not resumed)
+    assert sum(resumed for _, _, resumed in log.served) == log.resumes
 
 
 @pytest.fixture
