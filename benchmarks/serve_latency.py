@@ -244,7 +244,8 @@ async def _open_stream(stub, goal):
     return call
 
 
-async def _closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool) -> dict:
+async def _closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool,
+                       server_pid: int | None = None) -> dict:
     """`sessions` episodes at once, each sending its next observation as soon as the previous
     action arrives, for `seconds` after all have started: actions/s, per-step latency, and the
     fewest actions any session got (0: a session was starved)."""
@@ -258,26 +259,32 @@ async def _closed_loop(sessions: int, target: str, episodes, seconds: float, str
     async def session(index: int) -> int:
         stub = stubs[index % len(stubs)]
         goal, observations = episodes[index % len(episodes)]
-        async with opening:
-            if stream:
-                call = await _open_stream(stub, goal)
-            else:
-                session_id = (await stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT)).session_id
+        try:
+            async with opening:
+                if stream:
+                    call = await _open_stream(stub, goal)
+                else:
+                    session_id = (await stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT)).session_id
+        except BaseException:
+            all_open.set()  # no window without every session: report the failure
+            raise
         opened[0] += 1
         if opened[0] == sessions:
             all_open.set()
         await begin.wait()
         steps = 0
         while time.perf_counter() < window["end"]:
-            obs = observations[steps % len(observations)]
+            obs = observations[steps % len(observations)]  # (steps: this session's so far)
             started = time.perf_counter()
             if stream:
                 await call.write(pb.ControlRequest(observation=pb.ActRequest(observation=obs)))
                 await call.read()
             else:
                 await stub.Act(pb.ActRequest(session_id=session_id, observation=obs), timeout=TIMEOUT)
-            latencies.append(time.perf_counter() - started)
-            steps += 1
+            finished = time.perf_counter()
+            if finished <= window["end"]:  # only actions inside the window count
+                latencies.append(finished - started)
+                steps += 1
         if stream:
             await call.done_writing()
             assert await call.code() == grpc.StatusCode.OK
@@ -286,24 +293,78 @@ async def _closed_loop(sessions: int, target: str, episodes, seconds: float, str
         return steps
 
     tasks = [asyncio.ensure_future(session(i)) for i in range(sessions)]
-    waiting = asyncio.ensure_future(all_open.wait())
-    await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    await all_open.wait()
+    await asyncio.sleep(0)
     for task in tasks:
         if task.done():  # a session failed before the window: report it
             task.result()
+    cpu = [process_cpu_s(server_pid) if server_pid else 0.0]
     window["start"] = time.perf_counter()
     window["end"] = window["start"] + seconds
     begin.set()
+    await asyncio.sleep(seconds)
+    cpu.append(process_cpu_s(server_pid) if server_pid else 0.0)  # the window only, no starts
     steps = await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - window["start"]
     for channel in channels:
         await channel.close()
-    return {"sessions": sessions, "actions_per_s": round(sum(steps) / elapsed, 1),
-            "min_actions_per_session": int(min(steps)), "latency": summarize(latencies)}
+    row = {"sessions": sessions, "actions_per_s": round(sum(steps) / seconds, 1),
+           "min_actions_per_session": int(min(steps)), "latency": summarize(latencies)}
+    if server_pid:
+        row["server_cpu_us_per_action"] = round((cpu[1] - cpu[0]) / max(1, sum(steps)) * 1e6, 1)
+    return row
 
 
-def closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool) -> dict:
-    return asyncio.run(_closed_loop(sessions, target, episodes, seconds, stream))
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def closed_loop(sessions: int, target: str, episodes, seconds: float, stream: bool,
+                server_pid: int | None = None) -> dict:
+    """`_closed_loop`; with the server's pid also its CPU time per action over the window,
+    which depends much less on other load on the machine than actions/s do."""
+    return asyncio.run(_closed_loop(sessions, target, episodes, seconds, stream, server_pid))
+
+
+async def _echo_closed_loop(sessions: int, target: str, sizes: dict, seconds: float, stream: bool) -> int:
+    """The echo's counterpart of `_closed_loop` (same sessions, message sizes and clients):
+    round trips completed in `seconds`."""
+    channels = [grpc.aio.insecure_channel(target) for _ in range(min(sessions, 64))]
+    end = time.perf_counter() + seconds
+    done = [0]
+
+    async def session(channel) -> None:
+        if stream:
+            call = channel.stream_stream(f"/{ECHO_SERVICE}/Stream")()
+            payload = bytes(sizes["control_request"])
+            while time.perf_counter() < end:
+                await call.write(payload)
+                await call.read()
+                done[0] += 1
+            await call.done_writing()
+            await call.code()
+        else:
+            unary = channel.unary_unary(f"/{ECHO_SERVICE}/Unary")
+            payload = bytes(sizes["act_request"])
+            while time.perf_counter() < end:
+                await unary(payload, timeout=TIMEOUT)
+                done[0] += 1
+
+    await asyncio.gather(*(session(channels[i % len(channels)]) for i in range(sessions)))
+    for channel in channels:
+        await channel.close()
+    return done[0]
+
+
+def echo_cpu_per_call(process: "EchoProcess", sizes: dict, sessions: int, seconds: float,
+                      stream: bool) -> dict:
+    before = process_cpu_s(process.process.pid)
+    started = time.perf_counter()
+    calls = asyncio.run(_echo_closed_loop(sessions, process.target, sizes, seconds, stream))
+    elapsed = time.perf_counter() - started
+    return {"sessions": sessions, "calls_per_s": round(calls / elapsed, 1),
+            "server_cpu_us_per_call": round((process_cpu_s(process.process.pid) - before) / calls * 1e6, 1)}
 
 
 async def _concurrent_starts(target: str, episodes, concurrent: int, rounds: int) -> list[float]:
@@ -388,11 +449,16 @@ def print_table(report: dict) -> None:
         print(f"{name:52s}{row['n']:>7d}{p50:>10s}{p99:>10s}")
     print("\nconcurrent sessions, closed loop (asyncio clients in the benchmark process)")
     print(f"{'':22s}{'sessions':>9s}{'actions/s':>11s}{'step p50 µs':>13s}{'step p99 µs':>13s}"
-          f"{'min actions':>13s}")
+          f"{'min actions':>13s}{'server CPU µs/action':>22s}")
     for row in report["concurrency"]:
         print(f"{row['transport']:22s}{row['sessions']:>9d}{row['actions_per_s']:>11.0f}"
               f"{row['latency']['p50_us']:>13.0f}{row['latency']['p99_us']:>13.0f}"
-              f"{row['min_actions_per_session']:>13d}")
+              f"{row['min_actions_per_session']:>13d}{row['server_cpu_us_per_action']:>22.0f}")
+    print("echo servers, same clients and message sizes:")
+    for kind, rows in report["echo_closed_loop"].items():
+        for name, row in rows.items():
+            print(f"  {kind} echo, {name}: {row['calls_per_s']:.0f} calls/s, "
+                  f"server CPU {row['server_cpu_us_per_call']:.0f} µs/call")
     if report.get("batch_delay"):
         print("\nmax queue delay (--batch-delay-us): one robot's stream keep step, 32 unary sessions")
         print(f"{'delay µs':>9s}{'1 robot p50 µs':>16s}{'1 robot p99 µs':>16s}{'32 sessions actions/s':>23s}")
@@ -515,8 +581,19 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
                                              ("Control streams", (64, 256, 1000), True)):
             for sessions in levels:
                 print(f"{sessions} concurrent sessions ({transport})...", flush=True)
-                row = closed_loop(sessions, server.target, episodes, args.throughput_seconds, is_stream)
+                row = closed_loop(sessions, server.target, episodes, args.throughput_seconds, is_stream,
+                                  server.proc.pid)
                 concurrency.append({"transport": transport, **row})
+
+    # The echoes under the same closed-loop clients, last: asyncio clients in this process
+    # slowed the synchronous clients of the latency rows when they ran before them.
+    echo_cpu = {}
+    for kind in ("threaded", "asyncio"):
+        with EchoProcess(sizes["act_response"], sizes["control_response"], kind) as process:
+            echo_cpu[kind] = {
+                "unary, 32 sessions": echo_cpu_per_call(process, sizes, 32, args.throughput_seconds, False),
+                "stream, 64 sessions": echo_cpu_per_call(process, sizes, 64, args.throughput_seconds, True),
+            }
 
     batch_delay = []
     for delay in [int(d) for d in args.delays.split(",") if d.strip()]:
@@ -545,6 +622,7 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
         "latency": latency,
         "tls_overhead": tls_overhead,
         "concurrency": concurrency,
+        "echo_closed_loop": echo_cpu,
         "batch_delay": batch_delay,
     }
 

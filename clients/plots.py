@@ -38,14 +38,16 @@ def draw_maze_episode(
     scaling: float,
     landmarks: np.ndarray,
     edges: np.ndarray,
-    landmark_to_goal: np.ndarray,
+    landmark_to_goal: np.ndarray | None,
     trajectory: np.ndarray | None = None,
     subgoal_indices: Sequence[int] | None = None,
     goal: np.ndarray | None = None,
+    visited: np.ndarray | None = None,
 ) -> None:
     """Draw into ``ax``. ``edges`` [N(+1), N(+1)]: finite = an edge of the cut graph (landmark
-    i -> j); ``landmark_to_goal`` [N]: solved steps to the goal (inf = unreachable);
-    ``trajectory`` [T+1, 2] achieved goals and ``subgoal_indices`` [T] (-1 = final goal)."""
+    i -> j); ``landmark_to_goal`` [N]: solved steps to the goal (inf = unreachable; None: no
+    goal, plain landmarks); ``trajectory`` [T+1, 2] achieved goals and ``subgoal_indices`` [T]
+    (-1 = final goal); ``visited``: achieved goals from training, drawn faintly underneath."""
     from matplotlib import colormaps
     from matplotlib.collections import LineCollection
     from matplotlib.patches import Rectangle
@@ -62,13 +64,20 @@ def draw_maze_episode(
     ax.add_collection(LineCollection(segments, colors="tab:blue", linewidths=0.6, alpha=0.35, zorder=2,
                                      label=f"graph edges ({len(pairs)})"))
 
-    reach = np.isfinite(landmark_to_goal)
-    points = ax.scatter(landmarks[reach, 0], landmarks[reach, 1], c=landmark_to_goal[reach], cmap="viridis_r",
-                        s=46, edgecolors="k", linewidths=0.5, zorder=4, label="landmarks")
-    if (~reach).any():
-        ax.scatter(landmarks[~reach, 0], landmarks[~reach, 1], c="none", edgecolors="tab:red", s=46,
-                   linewidths=1.0, zorder=4, label="landmarks (no path to goal)")
-    ax.figure.colorbar(points, ax=ax, fraction=0.03, pad=0.01, label="solved steps to goal")
+    if visited is not None:
+        ax.scatter(visited[:, 0], visited[:, 1], s=2, c="0.7", zorder=1.5, label="achieved goals (replay)")
+    if landmark_to_goal is None:  # no episode goal: the landmarks alone
+        ax.scatter(landmarks[:, 0], landmarks[:, 1], s=46, c="tab:red", edgecolors="k", linewidths=0.5,
+                   zorder=4, label=f"landmarks ({n})")
+    else:
+        reach = np.isfinite(landmark_to_goal)
+        if reach.any():
+            points = ax.scatter(landmarks[reach, 0], landmarks[reach, 1], c=landmark_to_goal[reach],
+                                cmap="viridis_r", s=46, edgecolors="k", linewidths=0.5, zorder=4, label="landmarks")
+            ax.figure.colorbar(points, ax=ax, fraction=0.03, pad=0.01, label="solved steps to goal")
+        if (~reach).any():
+            ax.scatter(landmarks[~reach, 0], landmarks[~reach, 1], c="none", edgecolors="tab:red", s=46,
+                       linewidths=1.0, zorder=4, label="landmarks (no path to goal)")
 
     if trajectory is not None and subgoal_indices is not None and len(subgoal_indices):
         # A colour per distinct subgoal, in the order they were first pursued.
@@ -91,14 +100,14 @@ def draw_maze_episode(
     ax.set_aspect("equal")
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
 
 
 def plot_maze_episode(path: str | Path, layout: np.ndarray, scaling: float, *drawn: Any, title: str = "") -> Path:
     """`draw_maze_episode` (same arguments after ``scaling``) into a new figure, saved as a PNG."""
     plt = _pyplot()
     x0, x1, y0, y1 = mazes.extent(layout, scaling)
-    fig, ax = plt.subplots(figsize=(x1 - x0 + 2.5, y1 - y0 + 1.2), dpi=100)
+    fig, ax = plt.subplots(figsize=(x1 - x0 + 1.5, y1 - y0 + 1.6), dpi=100)
     draw_maze_episode(ax, layout, scaling, *drawn)
     if title:
         ax.set_title(title, fontsize=10)

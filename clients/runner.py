@@ -215,7 +215,13 @@ def make_env(env_id: str, *, render: bool = False, size: int = 480) -> Any:
     if not render:
         return gym.make(env_id)
     ensure_offscreen_gl()
-    return gym.make(env_id, render_mode="rgb_array", width=size, height=size)
+    env = gym.make(env_id, render_mode="rgb_array", width=size, height=size)
+    if mazes.is_maze(env_id):
+        # A maze reads best from straight above, whole (the env's default camera is oblique).
+        layout, scaling = mazes.maze_map(env), mazes.maze_scaling(env)
+        _renderer(env).default_cam_config = {"distance": 1.2 * max(layout.shape) * scaling, "elevation": -90.0,
+                                             "azimuth": 90.0, "lookat": [0.0, 0.0, 0.0]}
+    return env
 
 
 def close_env(env: Any) -> None:
@@ -225,7 +231,7 @@ def close_env(env: Any) -> None:
     is already torn down and that prints an ignored AttributeError. Collecting here avoids it.
     """
     env.close()
-    renderer = getattr(env.unwrapped, "mujoco_renderer", None)
+    renderer = _renderer(env)
     if renderer is not None:  # drop the viewers (and their GL contexts) while modules live
         renderer._viewers.clear()
         renderer.viewer = None
@@ -248,6 +254,16 @@ def rendering_unavailable(env_id: str = "FetchPush-v4", size: int = 64) -> str |
         return f"{type(err).__name__}: {err} (MUJOCO_GL={os.environ.get('MUJOCO_GL')})"
 
 
+def _inner_sim(env: Any) -> Any:
+    """The MuJoCo env doing the work: Fetch envs are it; a maze wraps a point or ant env."""
+    u = env.unwrapped
+    return getattr(u, "point_env", None) or getattr(u, "ant_env", None) or u
+
+
+def _renderer(env: Any) -> Any:
+    return getattr(_inner_sim(env), "mujoco_renderer", None)
+
+
 def _marker_position(env: Any, subgoal: Any) -> np.ndarray:
     """3-d scene position of a subgoal: Fetch goals are 3-d; a maze's are (x, y) on the floor,
     drawn at the height of the env's own goal marker."""
@@ -255,8 +271,7 @@ def _marker_position(env: Any, subgoal: Any) -> np.ndarray:
     if pos.size == 3:
         return pos
     u = env.unwrapped
-    sim = getattr(u, "point_env", None) or getattr(u, "ant_env", None)
-    z = float(sim.model.site_pos[u.target_site_id][2]) if sim is not None and hasattr(u, "target_site_id") else 0.0
+    z = float(_inner_sim(env).model.site_pos[u.target_site_id][2]) if hasattr(u, "target_site_id") else 0.0
     return np.array([pos[0], pos[1], z])
 
 
@@ -278,10 +293,10 @@ class VideoRecorder:
         """Render one frame; ``step`` (a client Step) places the subgoal marker."""
         # gymnasium-robotics renders through gymnasium's MujocoRenderer; its offscreen viewer
         # draws extra geoms ("markers", via mjv_initGeom into the scene) once per render.
-        viewer = env.unwrapped.mujoco_renderer._get_viewer("rgb_array")
+        viewer = _renderer(env)._get_viewer("rgb_array")
         if step is not None:
             final = step.subgoal_index < 0
-            radius = 0.035 if final else 0.025
+            radius = (0.035 if final else 0.025) * (1.0 if len(step.subgoal) == 3 else 6.0)  # maze: 1 m cells
             viewer.add_marker(
                 pos=_marker_position(env, step.subgoal),
                 size=np.full(3, radius),

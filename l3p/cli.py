@@ -92,14 +92,14 @@ def cmd_train(args: argparse.Namespace) -> int:
             trainer.agent.init_clusters(trainer.replay.sample_goals(trainer.cfg.gls_sample, trainer.rng), trainer.rng)
             provenance["landmarks"] = "GLS initialization at export: the run ended before planning started"
         export_bundle(trainer.agent, bundle_dir, provenance, force=True)
-        _add_plots(trainer.run_dir, bundle_dir, trainer.agent.landmarks(), trainer.cfg.env_id)
+        _add_plots(trainer.run_dir, bundle_dir, trainer.agent)
         print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
         return 0
     except (UnknownEnvError, CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
 
 
-def _add_plots(run_dir: Path, bundle_dir: Path, landmarks, env_id: str) -> None:
+def _add_plots(run_dir: Path, bundle_dir: Path, agent, landmarks=None) -> None:
     """Next to the bundle (not part of it): the run's learning curve and log, and the landmarks
     drawn over achieved goals from the run's replay."""
     import shutil
@@ -108,6 +108,7 @@ def _add_plots(run_dir: Path, bundle_dir: Path, landmarks, env_id: str) -> None:
 
     from training.trainer import REPLAY, plot_landmarks
 
+    landmarks = agent.landmarks() if landmarks is None else landmarks
     for name in ("learning_curve.png", "progress.csv"):
         if (run_dir / name).is_file():
             shutil.copy(run_dir / name, bundle_dir / name)
@@ -115,7 +116,9 @@ def _add_plots(run_dir: Path, bundle_dir: Path, landmarks, env_id: str) -> None:
         with np.load(run_dir / REPLAY) as replay:
             goals = replay["ag"].reshape(-1, landmarks.shape[1])
         sample = goals[np.random.default_rng(0).integers(0, len(goals), 2000)]
-        plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png", f"{env_id}: {len(landmarks)} landmarks")
+        env_id = agent.cfg.env_id
+        plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png", f"{env_id}: {len(landmarks)} landmarks",
+                       env_id, agent.value_fn, agent.cfg.d_max)
 
 
 @contextlib.contextmanager
@@ -148,8 +151,10 @@ def _digest(bundle_dir: Path) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from training.export import BundleExistsError, ExportError, agent_from_checkpoint, export_bundle
-    from training.trainer import CheckpointError, load_checkpoint, run_provenance
+    import numpy as np
+
+    from training.export import BundleExistsError, ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
+    from training.trainer import REPLAY, CheckpointError, load_checkpoint, run_provenance
 
     run_dir = Path(args.checkpoint)
     if run_dir.is_file():
@@ -159,12 +164,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         agent = agent_from_checkpoint(state)
         provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
                       "export_command": " ".join(["l3p", *sys.argv[1:]]), "source_checkpoint": str(run_dir)}
+        landmarks = None
+        if args.landmarks == "gls":
+            try:
+                with np.load(run_dir / REPLAY) as replay:
+                    goals = replay["ag"].reshape(-1, agent.spec.goal_dim)
+            except (OSError, ValueError, KeyError) as exc:
+                raise CliError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}): {exc}") from None
+            sample = goals[np.random.default_rng(0).integers(0, len(goals), 10 * agent.cfg.gls_sample)]
+            landmarks = gls_landmarks(agent, sample)
+            provenance["landmarks"] = (f"GLS: {len(landmarks)} replay achieved goals spread in the learned latent "
+                                       f"space (from {len(sample)} sampled), not decoded centroids")
         try:
             export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
-                          planner_overrides=_parse_overrides(args.planner))
+                          planner_overrides=_parse_overrides(args.planner), landmarks=landmarks)
         except (TypeError, ValueError) as exc:
             raise CliError(f"bad --planner: {exc}") from None
-        _add_plots(run_dir, Path(args.out_dir), agent.landmarks(), agent.cfg.env_id)
+        _add_plots(run_dir, Path(args.out_dir), agent, landmarks)
     except (CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
     print(f"bundle written to {args.out_dir} (sha256 {_digest(Path(args.out_dir))})")
@@ -229,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--planner", action="append", default=[], metavar="KEY=VALUE",
                    help="served planner default, e.g. local_horizon=30 (mode, d_max, temperature, search, "
                         "search_iterations, local_horizon, counter_extra, sample_subgoal, adaptive_cut)")
+    p.add_argument("--landmarks", choices=("centroids", "gls"), default="centroids",
+                   help="graph nodes: the decoded cluster centroids (L3P, default) or GLS-spread achieved goals "
+                        "from the run's replay (states the robot has visited)")
     p.set_defaults(func=cmd_export)
 
     _add_optional(sub, "serve", "serve a bundle over gRPC (stateful L3P planner)",

@@ -22,7 +22,6 @@ import datetime
 import functools
 import json
 import logging
-import math
 import os
 import re
 import signal
@@ -172,8 +171,8 @@ class PlannerServicer(pb_grpc.PlannerServicer):
     @_answers_errors
     async def StartEpisode(self, request, context):
         # A start whose deadline passes while it is solved must not leave a session nobody knows
-        # the id of: a call cancelled mid-solve never adds one, and one that finishes too late
-        # to be delivered (under DELIVERY_MARGIN_S left) is dropped and answered so.
+        # the id of. gRPC lets the handler run on past the deadline, so one that finishes with
+        # under DELIVERY_MARGIN_S left (or none) drops its session and answers so.
         session, response = await self._start(request, Owner(self._principal(context)))
         remaining = context.time_remaining()
         if remaining is not None and remaining < DELIVERY_MARGIN_S:

@@ -158,6 +158,15 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     assert m3["provenance"]["planner_overrides"] == {"local_horizon": 25, "search": "hard"}
     r = l3p("export", "run", "b4", "--planner", "d_max=-1", cwd=tmp_path)
     assert r.returncode == 2 and "d_max must be a finite number > 0" in r.stderr
+    # GLS landmarks: visited states from the run's replay instead of decoded centroids.
+    r = l3p("export", "run", "b5", "--landmarks", "gls", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    m5 = json.loads((tmp_path / "b5" / "manifest.json").read_text())
+    assert m5["provenance"]["landmarks"].startswith("GLS") and m5["n_landmarks"] == TINY["n_landmarks"]
+    (lm,) = ort.InferenceSession(str(tmp_path / "b5" / "landmarks.onnx")).run(None, {})
+    with np.load(tmp_path / "run" / "replay.npz") as replay:
+        visited = replay["ag"].reshape(-1, 3)
+    assert all(np.any(np.all(visited == row, axis=1)) for row in lm)  # each one an achieved goal
     r = l3p("train", "--env", "FetchPush-v4", "--out", "run", cwd=tmp_path)
     assert r.returncode == 2 and "--resume" in r.stderr
 
@@ -212,6 +221,7 @@ def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
     assert set(prov["success"]) == {"policy", "eval_episodes", "eval_seed_base", "eval_pairs"}  # no l3p cell
     assert prov["success"]["eval_pairs"] == "far" and "before planning started" in prov["landmarks"]
     assert m["n_landmarks"] == 50 and m["env_id"] == "PointMaze_Large-v3"
+    assert (tmp_path / "run" / "bundle" / "landmarks.png").stat().st_size > 10_000  # drawn over the maze
     csv = (tmp_path / "run" / "progress.csv").read_text()
     assert "nan" not in csv.lower() and "success_l3p" not in csv.splitlines()[0]
     from serving.bundle import load_bundle
@@ -314,3 +324,16 @@ def test_planned_episode_subgoals_match_between_torch_and_the_onnx_bundle(traine
         np.testing.assert_allclose(b.action, a.action, atol=1e-4)
         obs, _ = env.step(np.repeat(a.action[None], len(env), axis=0))
     assert sum(r for _, r, _ in trace) >= 3 and len({s for s, _, _ in trace}) >= 2  # it really planned
+
+
+def test_target_networks_follow_their_schedule(tmp_path):
+    """target_update_every=k: one Polyak step every k optimizer steps; None: one per cycle."""
+    for every, expected in ((None, 3), (2, 6)):  # 3 cycles of 4 updates after the warm-up cycle
+        trainer = Trainer(tiny_cfg(4, updates_per_cycle=4, target_update_every=every,
+                                   planning_start_episodes=100), tmp_path / str(every))
+        agent, count = trainer.agent, []
+        update = agent.update_targets
+        agent.update_targets = lambda: (count.append(agent.optimizer_steps), update())[1]
+        trainer.train(show_progress=False)
+        assert agent.optimizer_steps == 12 and len(count) == expected
+        assert count == ([4, 8, 12] if every is None else [2, 4, 6, 8, 10, 12])

@@ -220,7 +220,10 @@ class Trainer:
                             agent.refresh_cluster_batch(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
                         if agent.optimizer_steps % cfg.cluster_every == 0:
                             metrics.setdefault("loss_clusters", []).append(agent.cluster_step())
-                agent.update_targets()
+                    if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
+                        agent.update_targets()
+                if not cfg.target_update_every:
+                    agent.update_targets()
             if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
                 agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
             p.cycle += 1
@@ -253,7 +256,8 @@ class Trainer:
         row.update({k: float(np.mean(v)) for k, v in metrics.items()})
         if agent.clusters_ready:
             plot_landmarks(agent.landmarks(), self.replay.sample_goals(2000, np.random.default_rng(0)),
-                           self.run_dir / "landmarks.png", f"{self.cfg.env_id}: landmarks at {p.env_steps} env steps")
+                           self.run_dir / "landmarks.png", f"{self.cfg.env_id}: landmarks at {p.env_steps} env steps",
+                           self.cfg.env_id, agent.value_fn, self.cfg.d_max)
         p.wall_time_s += time.perf_counter() - t0
         p.history.append(row)
         self._write_logs()
@@ -306,8 +310,24 @@ def _pyplot():
     return plt
 
 
-def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: str) -> None:
-    """Landmarks over a sample of achieved goals, in the goal space's first two (and, if 3-d, x-z) axes."""
+def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: str, env_id: str = "",
+                   value_fn=None, d_max: float = 0.0) -> None:
+    """Landmarks over a sample of achieved goals. Mazes: over the maze's walls, with the graph's
+    landmark edges (V <= d_max, given ``value_fn``); otherwise in the goal space's first two (and,
+    if 3-d, x-z) axes."""
+    if mazes.is_maze(env_id):
+        from clients.plots import plot_maze_episode
+        from serving.planner import pairwise_graph
+        from training.envs import make_env
+
+        env = make_env(env_id)
+        layout, scaling = mazes.maze_map(env), mazes.maze_scaling(env)
+        env.close()
+        n = len(landmarks)
+        edges = (pairwise_graph(landmarks, landmarks[0], value_fn, d_max, adaptive_cut=True)[:n, :n]
+                 if value_fn is not None else np.full((n, n), np.inf))
+        plot_maze_episode(path, layout, scaling, landmarks, edges, None, None, None, None, goals, title=title)
+        return
     plt = _pyplot()
     views = [(0, 1)] + ([(0, 2)] if goals.shape[1] > 2 else [])
     fig, axes = plt.subplots(1, len(views), figsize=(5 * len(views), 4), dpi=100, squeeze=False)
