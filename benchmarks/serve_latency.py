@@ -14,7 +14,10 @@ Measured in one run, on the same inputs:
 - aggregate actions/s with 1, 8 and 32 concurrent unary sessions and 64, 256 and 1,000
   concurrent Control streams (closed loop; asyncio clients in this process, sharing the machine
   with the server), with the per-step latency the streams saw;
-- the same single-robot and 32-session figures for a few max queue delays (--batch-delay-us).
+- the same single-robot and 32-session figures for a few max queue delays (--batch-delay-us);
+- the cost of TLS + a bearer token: a second server with a certificate (deploy/tls/make-certs.sh)
+  and a token file, its keep steps measured alternately with the plaintext server's, episode by
+  episode, so both see the same machine load.
 Machines are shared and noisy: compare rows within a run, not absolute numbers across runs.
 """
 
@@ -28,6 +31,8 @@ import os
 import platform
 import queue
 import re
+import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,11 +40,13 @@ import time
 from concurrent import futures
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from a checkout
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from a checkout
 
 import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 
+from clients.client import channel_credentials  # noqa: E402
 from clients.local_server import LocalServer  # noqa: E402
 from protos import l3p_planner_pb2 as pb  # noqa: E402
 from protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
@@ -161,26 +168,28 @@ def time_in_process(bundle: Bundle, episodes) -> dict[str, list[float]]:
     return times
 
 
-def time_unary(stub, episodes) -> dict[str, list[float]]:
+def time_unary(stub, episodes, metadata=()) -> dict[str, list[float]]:
     times = collections.defaultdict(list)
     for goal, observations in episodes:
         started = time.perf_counter()
-        session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT).session_id
+        session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT,
+                                       metadata=metadata).session_id
         times["start"].append(time.perf_counter() - started)
         for obs in observations:
             request = pb.ActRequest(session_id=session_id, observation=obs)
             started = time.perf_counter()
-            response = stub.Act(request, timeout=TIMEOUT)
+            response = stub.Act(request, timeout=TIMEOUT, metadata=metadata)
             times[_kind(response.replanned)].append(time.perf_counter() - started)
-        stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
+        stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT, metadata=metadata)
     return times
 
 
-def time_stream(stub, episodes) -> dict[str, list[float]]:
+def time_stream(stub, episodes, metadata=()) -> dict[str, list[float]]:
     times = collections.defaultdict(list)
     for goal, observations in episodes:
         requests = queue.SimpleQueue()
-        responses = stub.Control(iter(requests.get, None), timeout=TIMEOUT * len(observations))
+        responses = stub.Control(iter(requests.get, None), timeout=TIMEOUT * len(observations),
+                                 metadata=metadata)
         requests.put(pb.ControlRequest(start=pb.StartEpisodeRequest(goal=goal)))
         next(responses)
         for obs in observations:
@@ -384,6 +393,37 @@ def concurrent_starts(target: str, episodes, concurrent: int, rounds: int) -> li
     return asyncio.run(_concurrent_starts(target, episodes, concurrent, rounds))
 
 
+def time_tls_overhead(bundle_dir: Path, plain_stub, episodes, scratch: Path) -> dict[str, dict]:
+    """Keep-step round trips of a TLS + token server and of the plaintext one, measured in
+    alternation, episode by episode. Empty if openssl is missing (no certificate)."""
+    if shutil.which("openssl") is None:
+        print("openssl not found: no TLS + token rows", flush=True)
+        return {}
+    certs = scratch / "tls"
+    subprocess.run(["bash", str(REPO / "deploy" / "tls" / "make-certs.sh"), str(certs)],
+                   check=True, capture_output=True)
+    token = secrets.token_hex(32)
+    (scratch / "tokens.txt").write_text(f"bench:{token}\n")
+    args = ["--tls-cert", str(certs / "server.crt"),
+            "--tls-key", str(certs / "server.key"), "--auth-token-file", str(scratch / "tokens.txt")]
+    metadata = (("authorization", f"Bearer {token}"),)
+    with planner_server(bundle_dir, *args) as server, grpc.secure_channel(
+            f"localhost:{server.port}", channel_credentials(certs / "ca.crt")) as channel:
+        tls_stub = pb_grpc.PlannerStub(channel)
+        time_unary(tls_stub, episodes[:2], metadata)  # warm-up: handshake, first calls
+        time_stream(tls_stub, episodes[:2], metadata)
+        times = collections.defaultdict(list)
+        for episode in episodes:
+            for name, timing, stub, md in (
+                ("unary, plaintext", time_unary, plain_stub, ()),
+                ("unary, TLS + token", time_unary, tls_stub, metadata),
+                ("stream, plaintext", time_stream, plain_stub, ()),
+                ("stream, TLS + token", time_stream, tls_stub, metadata),
+            ):
+                times[name] += timing(stub, [episode], md)["keep"]
+    return {f"served keep step ({name})": summarize(t) for name, t in times.items()}
+
+
 # ------------------------------------------------------------------------------ reporting
 
 
@@ -425,6 +465,16 @@ def print_table(report: dict) -> None:
         for row in report["batch_delay"]:
             print(f"{row['delay_us']:>9d}{row['one_robot_keep']['p50_us']:>16.0f}"
                   f"{row['one_robot_keep']['p99_us']:>16.0f}{row['actions_per_s_32']:>23.0f}")
+    if report["tls_overhead"]:
+        print("\nTLS + bearer token vs plaintext, keep steps measured alternately (µs)")
+        for name, row in report["tls_overhead"].items():
+            print(f"{name:52s}{row['n']:>7d}{row['p50_us']:>10.0f}{row['p99_us']:>10.0f}")
+        rows = report["tls_overhead"]
+        for kind in ("unary", "stream"):
+            plain = rows[f"served keep step ({kind}, plaintext)"]
+            tls = rows[f"served keep step ({kind}, TLS + token)"]
+            print(f"  {kind}: p50 x{tls['p50_us'] / plain['p50_us']:.2f}, "
+                  f"p99 x{tls['p99_us'] / plain['p99_us']:.2f}")
     print(f"\nmessage bytes: {report['message_bytes']}")
 
 
@@ -458,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"exporting an untrained bundle with {args.landmarks} landmarks...", flush=True)
             bundle_dir = export_untrained_bundle(Path(scratch) / "bundle", n_landmarks=args.landmarks)
-        report = run(bundle_dir, args)
+        report = run(bundle_dir, args, Path(scratch))
     args.out.write_text(json.dumps(report, indent=2))
     print_table(report)
     print(f"wrote {args.out}")
@@ -471,7 +521,7 @@ def planner_server(bundle_dir: Path, *extra: str) -> LocalServer:
                        env=without_thread_variables(os.environ))
 
 
-def run(bundle_dir: Path, args) -> dict:
+def run(bundle_dir: Path, args, scratch: Path) -> dict:
     limit_blas_threads(1)  # the in-process reference gets the server's one BLAS thread
     bundle = load_bundle(bundle_dir)
     episodes = make_episodes(bundle, args.episodes, args.steps)
@@ -524,6 +574,8 @@ def run(bundle_dir: Path, args) -> dict:
             "served StartEpisode, 32 concurrent": summarize(starts_32),
         }
 
+        tls_overhead = time_tls_overhead(bundle_dir, stub, episodes, scratch)
+
         concurrency = []
         for transport, levels, is_stream in (("unary Act", (1, 8, 32), False),
                                              ("Control streams", (64, 256, 1000), True)):
@@ -568,6 +620,7 @@ def run(bundle_dir: Path, args) -> dict:
                      "throughput_seconds": args.throughput_seconds, "start_rounds": args.start_rounds},
         "message_bytes": sizes,
         "latency": latency,
+        "tls_overhead": tls_overhead,
         "concurrency": concurrency,
         "echo_closed_loop": echo_cpu,
         "batch_delay": batch_delay,

@@ -25,16 +25,31 @@ the stream)::
             step = ep.act(obs)
 
 Errors are typed (``InvalidArgument``, ``NotFound``, ``FailedPrecondition``,
-``ResourceExhausted``, ``Unavailable``, ``DeadlineExceeded``; all ``PlannerError``) and carry
-the server's message in ``.message`` and the gRPC status in ``.code``.
+``ResourceExhausted``, ``Unavailable``, ``DeadlineExceeded``, ``Unauthenticated``; all
+``PlannerError``) and carry the server's message in ``.message`` and the gRPC status in ``.code``.
 
-Retries: ``GetModelInfo``, ``StartEpisode`` and ``EndEpisode`` are retried on UNAVAILABLE with
-exponential backoff and jitter (:class:`RetryPolicy`). ``Act`` and the ``Control`` stream are
-NOT retried: an Act that reached the server before the connection broke has already advanced
-the episode's planner state (step index, re-plan counter), so a retry would step twice; and
-after a backoff the observation is stale anyway. The control loop should send a fresh
-observation (or stop the robot) instead. A retried ``StartEpisode`` whose first attempt did
-reach the server leaves at most one orphan session, which the server's idle TTL frees.
+A server with TLS and tokens (``l3p serve --tls-cert ... --auth-token-file ...``)::
+
+    creds = channel_credentials(ca="ca.crt")         # + cert=, key= for mutual TLS
+    client = PlannerClient("planner:443", credentials=creds, token=read_token("robot.token"))
+
+Resume (opt-in, ``episode(goal, resume=True)``, same for streams): when the server that holds the
+episode is gone (UNAVAILABLE, NOT_FOUND after a restart lost it, or a call cancelled or reset as
+it went down), ``act`` starts a new episode with the same goal and options on whichever server
+answers, and sends it the same observation: the robot gets its action, the planner re-plans once
+(the new session's first step), and ``step.resumed`` / ``ep.resumes`` say it happened. The lost
+session, if its server still runs unreachable, is freed by that server's idle TTL.
+
+Retries: ``GetModelInfo``, ``StartEpisode`` and ``EndEpisode`` are retried on UNAVAILABLE (and
+CANCELLED: how a stopping server answers a call that reaches it) with exponential backoff and
+jitter (:class:`RetryPolicy`), and so is the opening of a ``Control`` stream until its
+``started`` reply (also when a proxy resets it): a stream that fails before it started leaves
+no session. ``Act`` and the stream's observations are NOT retried: an Act that
+reached the server before the connection broke has already advanced the episode's planner state
+(step index, re-plan counter), so a retry would step twice; and after a backoff the observation
+is stale anyway. The control loop should send a fresh observation (or stop the robot) instead.
+A retried ``StartEpisode`` whose first attempt did reach the server leaves at most one orphan
+session, which the server's idle TTL frees.
 """
 
 from __future__ import annotations
@@ -47,6 +62,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -70,7 +86,10 @@ __all__ = [
     "ResourceExhausted",
     "Unavailable",
     "DeadlineExceeded",
+    "Unauthenticated",
     "MODES",
+    "channel_credentials",
+    "read_token",
 ]
 
 log = logging.getLogger(__name__)
@@ -126,6 +145,10 @@ class DeadlineExceeded(PlannerError):
     """No answer within the call's deadline."""
 
 
+class Unauthenticated(PlannerError):
+    """The server wants a bearer token (``token=``) and got none or a wrong one."""
+
+
 _ERRORS: dict[grpc.StatusCode, type[PlannerError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -133,7 +156,21 @@ _ERRORS: dict[grpc.StatusCode, type[PlannerError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
+
+# Failures after which a call that may be repeated (not Act) is: the server cannot be reached, or
+# cancelled the call as it was stopping (a blocking unary call is never cancelled by this client).
+_RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+
+# Failures after which an episode's session is gone or out of reach, so a new session can carry
+# on (resume=True): the server cannot be reached (UNAVAILABLE), no longer holds the session after a
+# restart (NOT_FOUND), cancelled the call while stopping (CANCELLED), or a proxy reset the call
+# when the replica behind it died (INTERNAL, UNKNOWN). Resuming abandons the old session, so a
+# call that did reach it before failing is never applied twice. Not among them: the caller's
+# own errors and DEADLINE_EXCEEDED (a slow server may still answer the next call).
+_LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.CANCELLED,
+                   grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
 
 
 def _translate(err: grpc.RpcError, method: str) -> PlannerError:
@@ -159,6 +196,7 @@ class Step:
     step: int  # 0-based step index within the episode (server's count)
     estimated_distance: float = 0.0  # D(obs, subgoal) in steps when re-planned, else 0
     latency_s: float = 0.0  # round trip measured by this client
+    resumed: bool = False  # answered by a new session after the episode's server was lost
 
     @classmethod
     def from_proto(cls, r: pb.ActResponse, latency_s: float = 0.0) -> Step:
@@ -234,7 +272,7 @@ class ModelInfo:
 
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with jitter for UNAVAILABLE on idempotent calls.
+    """Exponential backoff with jitter for UNAVAILABLE (or CANCELLED) on idempotent calls.
 
     The wait before retry k (k = 1, 2, ...) is drawn uniformly from [cap/2, cap] with
     cap = min(max_backoff_s, initial_backoff_s * multiplier**(k-1)): half fixed so a restart
@@ -304,6 +342,35 @@ def episode_options(
     return opts
 
 
+# Sent with Act and EndEpisode so a proxy can route a session's calls to the replica that holds it
+# (the session id starts with the replica's id, see deploy/nginx).
+SESSION_HEADER = "l3p-session"
+
+
+def channel_credentials(
+    ca: str | Path | None = None, cert: str | Path | None = None, key: str | Path | None = None
+) -> grpc.ChannelCredentials:
+    """TLS credentials: trust ``ca`` (PEM; the system roots when None) and, for mutual TLS,
+    present ``cert`` with ``key``."""
+    if (cert is None) != (key is None):
+        raise ValueError("a client certificate needs its key, and a key its certificate")
+
+    def read(path: str | Path | None) -> bytes | None:
+        return None if path is None else Path(path).read_bytes()
+
+    return grpc.ssl_channel_credentials(read(ca), read(key), read(cert))
+
+
+def read_token(path: str | Path) -> str:
+    """The bearer token in a file: its first line that is not blank or a ``#`` comment, as
+    ``token`` or ``name:token`` (the server's token-file format)."""
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            return line.partition(":")[2] or line
+    raise ValueError(f"{path} holds no token")
+
+
 class PlannerClient:
     """A connection to one planner server.
 
@@ -316,7 +383,11 @@ class PlannerClient:
             pings more frequent than they permit (gRPC's default: one per 5 min without data;
             ``serving.server`` permits 10 s) with GOAWAY "too_many_pings", so keep it >= 60 s
             unless the server allows less.
-        credentials: TLS credentials for a secure channel; plaintext when ``None``.
+        credentials: TLS credentials for a secure channel (:func:`channel_credentials`);
+            plaintext when ``None``.
+        token: bearer token sent with every Planner call (``l3p serve --auth-token-file``).
+        tls_server_name: the name to check the server's certificate against, when the target
+            address is not one the certificate names.
         options: extra gRPC channel options, appended last (so they win).
     """
 
@@ -328,6 +399,8 @@ class PlannerClient:
         retry: RetryPolicy | None = RetryPolicy(),
         keepalive_s: float | None = 60.0,
         credentials: grpc.ChannelCredentials | None = None,
+        token: str | None = None,
+        tls_server_name: str | None = None,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         if timeout_s <= 0:
@@ -336,6 +409,9 @@ class PlannerClient:
         self.timeout_s = timeout_s
         self.retry = retry or NO_RETRY
         self._rng = random.Random()
+        self._metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ()
+        )
         opts: list[tuple[str, Any]] = [
             ("grpc.primary_user_agent", "l3p-client/1"),
             # Reconnect quickly after a server restart (gRPC's default backoff grows to 120 s).
@@ -356,6 +432,8 @@ class PlannerClient:
                 # Idle pings are what servers count as abuse; robots idle between episodes.
                 ("grpc.keepalive_permit_without_calls", 0),
             ]
+        if tls_server_name is not None:
+            opts.append(("grpc.ssl_target_name_override", tls_server_name))
         opts += list(options)
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=opts)
@@ -395,12 +473,16 @@ class PlannerClient:
         *,
         timeout: float | None,
         retry: bool,
+        session_id: str | None = None,
     ) -> _T:
         policy = self.retry if retry else NO_RETRY
         timeout = self.timeout_s if timeout is None else timeout
+        metadata = self._metadata
+        if session_id is not None:
+            metadata += ((SESSION_HEADER, session_id),)
         for attempt in range(1, policy.max_attempts + 1):
             try:
-                return fn(request, timeout=timeout)
+                return fn(request, timeout=timeout, metadata=metadata)
             except grpc.RpcError as err:
                 error = _translate(err, method)
                 if isinstance(error, DeadlineExceeded):  # say which deadline and where
@@ -408,15 +490,15 @@ class PlannerClient:
                         error.code, f"{error.message} (timeout {timeout:g} s, server {self.target})",
                         method,
                     ) from None
-                if not isinstance(error, Unavailable):
+                if error.code not in _RETRIED:
                     raise error from None
                 if attempt == policy.max_attempts:
                     tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
-                    raise Unavailable(error.code, error.message + tries, method) from None
+                    raise type(error)(error.code, error.message + tries, method) from None
                 wait = policy.backoff_s(attempt, self._rng)
                 log.warning(
-                    "%s: server unavailable (%s); retry %d/%d in %.2f s",
-                    method, error.message, attempt, policy.max_attempts - 1, wait,
+                    "%s: %s (%s); retry %d/%d in %.2f s",
+                    method, error.code.name, error.message, attempt, policy.max_attempts - 1, wait,
                 )
                 time.sleep(wait)
         raise AssertionError("unreachable")
@@ -445,7 +527,7 @@ class PlannerClient:
         """One observation in, one action out (low level). Never retried, see module doc."""
         req = pb.ActRequest(session_id=session_id, observation=_floats(observation, "observation"))
         t0 = time.perf_counter()
-        r = self._call("Act", self._stub.Act, req, timeout=timeout, retry=False)
+        r = self._call("Act", self._stub.Act, req, timeout=timeout, retry=False, session_id=session_id)
         return Step.from_proto(r, time.perf_counter() - t0)
 
     def end_episode(
@@ -454,19 +536,21 @@ class PlannerClient:
         """Free a session. Retried: ending twice is harmless (the second answers NOT_FOUND)."""
         r = self._call(
             "EndEpisode", self._stub.EndEpisode, pb.EndEpisodeRequest(session_id=session_id),
-            timeout=timeout, retry=retry,
+            timeout=timeout, retry=retry, session_id=session_id,
         )
         return EpisodeSummary(steps=r.steps, replans=r.replans)
 
     # -- episodes
 
-    def episode(self, goal: Any, mode: str | None = None, **options: Any) -> Episode:
+    def episode(
+        self, goal: Any, mode: str | None = None, *, resume: bool = False, **options: Any
+    ) -> Episode:
         """A unary-call episode; use as ``with client.episode(goal) as ep: ep.act(obs)``.
 
         ``options``: ``seed``, ``d_max``, ``temperature``, ``search``, ``local_horizon``,
-        ``sample_subgoal`` (``None`` = the bundle's default).
+        ``sample_subgoal`` (``None`` = the bundle's default). ``resume``: see the module doc.
         """
-        return Episode(self, goal, episode_options(mode, **options))
+        return Episode(self, goal, episode_options(mode, **options), resume)
 
     def stream_episode(
         self,
@@ -474,40 +558,58 @@ class PlannerClient:
         mode: str | None = None,
         *,
         max_duration_s: float | None = None,
+        resume: bool = False,
         **options: Any,
     ) -> StreamEpisode:
         """An episode on one ``Control`` stream; same interface as :meth:`episode`.
 
         Each ``act`` waits at most the client's ``timeout_s`` (or its own ``timeout``);
-        ``max_duration_s`` optionally bounds the whole stream.
+        ``max_duration_s`` optionally bounds the whole stream (each stream, after a resume).
         """
-        return StreamEpisode(self, goal, episode_options(mode, **options), max_duration_s)
+        return StreamEpisode(self, goal, episode_options(mode, **options), max_duration_s, resume)
 
 
 class Episode:
     """One session over unary calls. ``with`` starts it and always ends it."""
 
-    def __init__(self, client: PlannerClient, goal: Any, options: pb.EpisodeOptions) -> None:
+    def __init__(
+        self, client: PlannerClient, goal: Any, options: pb.EpisodeOptions, resume: bool = False
+    ) -> None:
         self._client = client
         self.goal = np.asarray(goal, dtype=np.float32).ravel()
         self.options = options
+        self.resume = resume
+        self.resumes = 0  # sessions replaced after their server was lost
         self.session_id: str | None = None
         self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
-        self.summary: EpisodeSummary | None = None  # EndEpisode's answer
+        self.summary: EpisodeSummary | None = None  # EndEpisode's answer (the last session's)
         self._ended = False
 
     def start(self) -> Episode:
         if self.session_id is not None:
             raise RuntimeError("episode already started")
+        self._open()
+        return self
+
+    def _open(self) -> None:
         r = self._client.start_episode(self.goal, self.options)
         self.session_id = r.session_id
         self.landmark_to_goal = np.array(r.landmark_to_goal, dtype=np.float32)
-        return self
 
     def act(self, observation: Any, *, timeout: float | None = None) -> Step:
         if self.session_id is None or self._ended:
             raise RuntimeError("episode not started or already ended")
-        return self._client.act(self.session_id, observation, timeout=timeout)
+        try:
+            return self._client.act(self.session_id, observation, timeout=timeout)
+        except PlannerError as lost:
+            if not (self.resume and lost.code in _LOST):
+                raise
+            log.warning("session %s lost (%s); resuming the episode in a new session",
+                        self.session_id, lost)
+            self._open()
+            self.resumes += 1
+        step = self._client.act(self.session_id, observation, timeout=timeout)
+        return dataclasses.replace(step, resumed=True)
 
     def end(self, *, retry: bool = True) -> EpisodeSummary | None:
         """End the session (idempotent). ``None`` if the server no longer knew it."""
@@ -518,6 +620,10 @@ class Episode:
         except NotFound:
             # Expired, or a retried EndEpisode whose first attempt did arrive: gone either way.
             pass
+        except Unavailable:
+            if not self.resume:
+                raise
+            # Its server is gone, and the session with it (or freed by that server's TTL).
         self._ended = True
         return self.summary
 
@@ -540,13 +646,46 @@ _CLOSE = object()  # request-queue sentinel: half-close the stream
 _EOS = object()  # response-queue sentinel: the server completed the stream
 
 
+class _Stream:
+    """One ``Control`` call: a request queue feeding it and a reader thread draining it.
+
+    gRPC's sync stream API has no per-message deadline, so the reader moves responses into a
+    queue that ``next`` waits on with a timeout."""
+
+    def __init__(self, client: PlannerClient, max_duration_s: float | None) -> None:
+        self.requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.responses: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.call = client._stub.Control(
+            iter(self.requests.get, _CLOSE), timeout=max_duration_s, metadata=client._metadata)
+        self.reader = threading.Thread(target=self._read, name="l3p-control-reader", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        try:
+            for resp in self.call:
+                self.responses.put(resp)
+            self.responses.put(_EOS)
+        except grpc.RpcError as err:
+            self.responses.put(err)
+
+    def close(self, cancel: bool, wait_s: float) -> None:
+        self.requests.put(_CLOSE)  # also unblocks the request iterator's thread
+        if cancel:
+            self.call.cancel()
+        else:
+            # Half-closed: the server ends the session and completes the call.
+            self.reader.join(wait_s)
+            if self.reader.is_alive():
+                self.call.cancel()
+        self.reader.join(1.0)
+
+
 class StreamEpisode:
     """One session on a ``Control`` stream. ``with`` opens it; leaving closes it.
 
-    gRPC's sync stream API has no per-message deadline, so a reader thread moves responses
-    into a queue and ``act`` waits on that queue with the timeout, cancelling the stream
-    (which ends the session on the server) when it expires.
-    """
+    ``act`` waits for its answer at most the timeout, then cancels the stream (which ends the
+    session on the server). With ``resume``, a stream lost with its server is replaced by a new
+    one carrying the same goal and options (see the module doc)."""
 
     def __init__(
         self,
@@ -554,45 +693,31 @@ class StreamEpisode:
         goal: Any,
         options: pb.EpisodeOptions,
         max_duration_s: float | None,
+        resume: bool = False,
     ) -> None:
         self._client = client
         self.goal = np.asarray(goal, dtype=np.float32).ravel()
         self.options = options
         self.max_duration_s = max_duration_s
+        self.resume = resume
+        self.resumes = 0
         self.session_id: str | None = None
         self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
-        self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._responses: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._call: Any = None
-        self._reader: threading.Thread | None = None
+        self._stream: _Stream | None = None
         self._error: PlannerError | None = None
         self._closed = False
         self._steps = 0
         self._replans = 0
-
-    def _request_iter(self):  # consumed by a gRPC thread
-        while True:
-            item = self._requests.get()
-            if item is _CLOSE:
-                return
-            yield item
-
-    def _read(self) -> None:
-        try:
-            for resp in self._call:
-                self._responses.put(resp)
-            self._responses.put(_EOS)
-        except grpc.RpcError as err:
-            self._responses.put(err)
 
     def _next(self, timeout: float | None, expect: str) -> Any:
         if self._error is not None:
             raise self._error
         if self._closed:
             raise RuntimeError("stream episode already ended")
+        assert self._stream is not None
         timeout = self._client.timeout_s if timeout is None else timeout
         try:
-            item = self._responses.get(timeout=timeout)
+            item = self._stream.responses.get(timeout=timeout)
         except queue.Empty:
             self._fail(DeadlineExceeded(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -618,25 +743,55 @@ class StreamEpisode:
         raise error
 
     def start(self) -> StreamEpisode:
-        if self._call is not None:
+        if self._stream is not None:
             raise RuntimeError("stream episode already started")
+        self._open()
+        return self
+
+    def _open(self) -> None:
+        """A new stream carrying the episode's start, retried while it breaks before 'started'
+        (UNAVAILABLE, or a proxy's reset): such a stream took its session with it."""
+        policy = self._client.retry
+        for attempt in range(1, policy.max_attempts + 1):
+            try:
+                return self._open_once()
+            except PlannerError as error:
+                if error.code not in _LOST or attempt == policy.max_attempts:
+                    raise
+                wait = policy.backoff_s(attempt, self._client._rng)
+                log.warning("Control: stream failed to start (%s); retry %d/%d in %.2f s",
+                            error.message, attempt, policy.max_attempts - 1, wait)
+                time.sleep(wait)
+
+    def _open_once(self) -> None:
+        self._error, self._closed = None, False
+        self._stream = _Stream(self._client, self.max_duration_s)
         start = pb.StartEpisodeRequest(goal=_floats(self.goal, "goal"), options=self.options)
-        self._requests.put(pb.ControlRequest(start=start))
-        self._call = self._client._stub.Control(self._request_iter(), timeout=self.max_duration_s)
-        self._reader = threading.Thread(target=self._read, name="l3p-control-reader", daemon=True)
-        self._reader.start()
+        self._stream.requests.put(pb.ControlRequest(start=start))
         started = self._next(None, "started")
         self.session_id = started.session_id
         self.landmark_to_goal = np.array(started.landmark_to_goal, dtype=np.float32)
-        return self
 
-    def act(self, observation: Any, *, timeout: float | None = None) -> Step:
-        if self._call is None:
-            raise RuntimeError("stream episode not started")
+    def _exchange(self, observation: Any, timeout: float | None) -> Step:
+        assert self._stream is not None
         obs = pb.ActRequest(observation=_floats(observation, "observation"))
         t0 = time.perf_counter()
-        self._requests.put(pb.ControlRequest(observation=obs))
-        step = Step.from_proto(self._next(timeout, "action"), time.perf_counter() - t0)
+        self._stream.requests.put(pb.ControlRequest(observation=obs))
+        return Step.from_proto(self._next(timeout, "action"), time.perf_counter() - t0)
+
+    def act(self, observation: Any, *, timeout: float | None = None) -> Step:
+        if self._stream is None:
+            raise RuntimeError("stream episode not started")
+        try:
+            step = self._exchange(observation, timeout)
+        except PlannerError as lost:
+            if not (self.resume and lost.code in _LOST):
+                raise
+            log.warning("stream of session %s lost (%s); resuming the episode on a new stream",
+                        self.session_id, lost)
+            self._open()
+            self.resumes += 1
+            step = dataclasses.replace(self._exchange(observation, timeout), resumed=True)
         self._steps += 1
         self._replans += step.replanned
         return step
@@ -645,18 +800,8 @@ class StreamEpisode:
         if self._closed:
             return
         self._closed = True
-        self._requests.put(_CLOSE)  # also unblocks the request iterator's thread
-        if self._call is None:
-            return
-        if cancel:
-            self._call.cancel()
-        elif self._reader is not None:
-            # Half-closed: the server ends the session and completes the call.
-            self._reader.join(self._client.timeout_s)
-            if self._reader.is_alive():
-                self._call.cancel()
-        if self._reader is not None:
-            self._reader.join(1.0)
+        if self._stream is not None:
+            self._stream.close(cancel, self._client.timeout_s)
 
     def end(self) -> EpisodeSummary:
         """Close the stream (idempotent); steps and re-plans as counted by this client."""
@@ -664,7 +809,7 @@ class StreamEpisode:
         return EpisodeSummary(steps=self._steps, replans=self._replans)
 
     def __enter__(self) -> StreamEpisode:
-        return self if self._call is not None else self.start()
+        return self if self._stream is not None else self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         # On an exception, cancel rather than half-close: the server ends the session either way.

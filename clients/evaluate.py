@@ -24,6 +24,7 @@ from typing import Any
 
 from clients.client import ModelInfo, PlannerClient, PlannerError
 from clients.runner import (
+    ConnectionConfigError,
     EnvMismatchError,
     RunResult,
     add_connection_arguments,
@@ -81,6 +82,7 @@ def summarize(run: RunResult) -> dict[str, Any]:
         "success_ci95": [lo, hi],
         "mean_final_distance": run.mean_final_distance,
         "replans_per_episode": run.replans_per_episode,
+        "resumes": run.resumes,
         "latency_ms": {"p50": run.latency_p50_ms, "p99": run.latency_p99_ms},
         "per_episode": [e.to_dict() for e in run.episodes],
     }
@@ -148,7 +150,7 @@ def _progress(total: int, enabled: bool) -> Any:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    rows = [("mode", "success", "95% CI", "final dist", "replans/ep", "p50 ms", "p99 ms")]
+    rows = [("mode", "success", "95% CI", "final dist", "replans/ep", "p50 ms", "p99 ms", "resumes")]
     for mode, m in report["modes"].items():
         lo, hi = m["success_ci95"]
         rows.append((
@@ -159,6 +161,7 @@ def format_table(report: dict[str, Any]) -> str:
             f"{m['replans_per_episode']:.1f}",
             f"{m['latency_ms']['p50']:.2f}",
             f"{m['latency_ms']['p99']:.2f}",
+            str(m["resumes"]),
         ))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)
@@ -201,6 +204,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 def run_eval(args: argparse.Namespace) -> int:
     try:
         client, info, env_id = connect(args)
+    except ConnectionConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except PlannerError as err:
         print(f"error: cannot reach the planner server at {args.server}: {err}", file=sys.stderr)
         return 1

@@ -36,6 +36,7 @@ class LocalServer:
         module: the server module (``python -m <module>``).
         cwd: working directory; the repository root by default, so ``serving`` imports
             from a checkout as well as from an installed package.
+        stderr_lines: how many of the server's last stderr lines to keep (``stderr_tail``).
         env: the server's whole environment (default: this process's). The server sizes its
             own thread pools, whatever the environment says.
     """
@@ -50,6 +51,7 @@ class LocalServer:
         module: str = "serving.server",
         cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
+        stderr_lines: int = 40,
     ) -> None:
         self.bundle = Path(bundle)
         self.requested_port = port
@@ -69,7 +71,7 @@ class LocalServer:
         self.env["PYTHONUNBUFFERED"] = "1"  # the READY line must not sit in a pipe buffer
         self.proc: subprocess.Popen[str] | None = None
         self._stdout: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
         self._threads: list[threading.Thread] = []
 
     @property

@@ -14,6 +14,10 @@ A planner variant is a mode with optional per-episode overrides, ``MODE[@key=val
 e.g. ``l3p@search=hard`` or ``naive@local_horizon=0`` (keys: search, d_max, temperature,
 local_horizon, sample_subgoal).
 
+Episodes resume when their server is lost (the client library's ``resume=True``: a new
+session with the same goal and options, one re-plan); each episode is still counted once, and
+its resumes are reported.
+
 The video shows the planner's current subgoal as a marker drawn into the MuJoCo scene: a blue
 sphere on a landmark subgoal, a translucent green sphere around the final goal when the
 planner pursues it directly (the env draws the goal itself as its small red target site).
@@ -34,7 +38,15 @@ from typing import Any
 import numpy as np
 
 from clients import mazes
-from clients.client import MODES, SEARCHES, ModelInfo, PlannerClient, PlannerError
+from clients.client import (
+    MODES,
+    SEARCHES,
+    ModelInfo,
+    PlannerClient,
+    PlannerError,
+    channel_credentials,
+    read_token,
+)
 
 # The simulator is imported lazily (it is slow to import), but a missing one should fail at
 # import like any dependency, so `l3p` can say which extra to install.
@@ -92,6 +104,7 @@ class EpisodeResult:
     steps: int
     replans: int
     latencies_s: list[float]  # per step, client-side round trip
+    resumes: int = 0  # sessions replaced after their server was lost
     pair: tuple[tuple[int, int], tuple[int, int]] | None = None  # maze start / goal cells, if pinned
     # With record=True: achieved goal before each step (and after the last), the goal, and the
     # subgoal index pursued at each step (-1 = final goal).
@@ -108,6 +121,7 @@ class EpisodeResult:
             "final_distance": self.final_distance,
             "steps": self.steps,
             "replans": self.replans,
+            "resumes": self.resumes,
             "latency_ms": {"p50": percentile_ms(self.latencies_s, 50),
                            "p99": percentile_ms(self.latencies_s, 99)},
         }
@@ -146,6 +160,10 @@ class RunResult:
     @property
     def mean_final_distance(self) -> float:
         return float(np.mean([e.final_distance for e in self.episodes])) if self.episodes else float("nan")
+
+    @property
+    def resumes(self) -> int:
+        return sum(e.resumes for e in self.episodes)
 
     @property
     def replans_per_episode(self) -> float:
@@ -304,6 +322,10 @@ class EnvMismatchError(RuntimeError):
     pass
 
 
+class ConnectionConfigError(RuntimeError):
+    """A TLS or token file cannot be used."""
+
+
 def check_env(info: ModelInfo, env_id: str, env: Any, force: bool = False) -> list[str]:
     """Refuse (or with ``force``, warn about) an env the served model was not trained on."""
     problems = []
@@ -341,7 +363,7 @@ def run_episode(
     latencies, replans, steps = [], 0, 0
     trajectory, subgoals = [obs["achieved_goal"].copy()], []
     step = None
-    with open_episode(obs["desired_goal"], mode=planner_mode, seed=seed, **overrides) as ep:
+    with open_episode(obs["desired_goal"], mode=planner_mode, seed=seed, resume=True, **overrides) as ep:
         while True:
             step = ep.act(obs["observation"])
             latencies.append(step.latency_s)
@@ -367,6 +389,7 @@ def run_episode(
         steps=steps,
         replans=int(replans),
         latencies_s=latencies,
+        resumes=ep.resumes,
         pair=pair,
         trajectory=np.array(trajectory) if record else None,
         goal=np.array(obs["desired_goal"]) if record else None,
@@ -418,6 +441,15 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start/goal draw: the env's own (random), or for mazes a fixed list of "
                              "pairs >= 10 cells apart by BFS, seeded by --seed (far)")
     parser.add_argument("--timeout", type=float, default=5.0, help="per-call deadline, seconds")
+    tls = parser.add_argument_group("TLS and authentication (l3p serve --tls-cert/--auth-token-file)")
+    tls.add_argument("--tls-ca", metavar="PEM",
+                     help="connect with TLS, trusting this CA (or the server's self-signed certificate)")
+    tls.add_argument("--tls-cert", metavar="PEM", help="client certificate, for mutual TLS")
+    tls.add_argument("--tls-key", metavar="PEM", help="the client certificate's private key")
+    tls.add_argument("--tls-server-name", metavar="NAME",
+                     help="name to check the server's certificate against (default: the host in --server)")
+    tls.add_argument("--token-file", metavar="FILE",
+                     help="send the bearer token in FILE (first line, 'token' or 'name:token')")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -440,7 +472,14 @@ def _variant_arg(text: str) -> str:
 
 def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
     """Client, the server's model info, and the env id to run (--env or the model's)."""
-    client = PlannerClient(args.server, timeout_s=args.timeout)
+    tls = args.tls_ca or args.tls_cert or args.tls_key
+    try:
+        credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key) if tls else None
+        token = read_token(args.token_file) if args.token_file else None
+    except (OSError, ValueError) as err:
+        raise ConnectionConfigError(str(err)) from None
+    client = PlannerClient(args.server, timeout_s=args.timeout, credentials=credentials, token=token,
+                           tls_server_name=args.tls_server_name)
     try:
         info = client.model_info()
     except BaseException:
@@ -470,8 +509,8 @@ def run(args: argparse.Namespace) -> RunResult:
                 print(f"episode {ep.index:3d}  seed {ep.env_seed}{pair}  "
                       f"{'success' if ep.success else 'failure'}  "
                       f"final distance {ep.final_distance:.3f}  steps {ep.steps}  "
-                      f"re-plans {ep.replans}  p50 {percentile_ms(ep.latencies_s, 50):.2f} ms",
-                      flush=True)
+                      f"re-plans {ep.replans}  p50 {percentile_ms(ep.latencies_s, 50):.2f} ms"
+                      f"{f'  resumed {ep.resumes}x' if ep.resumes else ''}", flush=True)
 
             return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
                                 mode=args.planner, stream=args.stream, video=video,
@@ -487,14 +526,15 @@ def run(args: argparse.Namespace) -> RunResult:
 def run_run(args: argparse.Namespace) -> int:
     try:
         result = run(args)
-    except (PlannerError, EnvMismatchError) as err:
+    except (PlannerError, EnvMismatchError, ConnectionConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2 if isinstance(err, EnvMismatchError) else 1
+        return 1 if isinstance(err, PlannerError) else 2
     n, k = len(result.episodes), sum(result.successes)
     print(f"{result.env_id}  planner {result.mode}{' (stream)' if result.stream else ''}: "
           f"success {k}/{n}  mean final distance {result.mean_final_distance:.3f}  "
           f"re-plans/episode {result.replans_per_episode:.1f}  "
-          f"step latency p50 {result.latency_p50_ms:.2f} ms  p99 {result.latency_p99_ms:.2f} ms")
+          f"step latency p50 {result.latency_p50_ms:.2f} ms  p99 {result.latency_p99_ms:.2f} ms  "
+          f"resumes {result.resumes}")
     if args.video:
         # Offscreen rendering competes for the CPU, which shows in the latencies above.
         print(f"video: {args.video} (latencies measured while rendering)")

@@ -93,7 +93,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             provenance["landmarks"] = "GLS initialization at export: the run ended before planning started"
         export_bundle(trainer.agent, bundle_dir, provenance, force=True)
         _add_plots(trainer.run_dir, bundle_dir, trainer.agent)
-        print(f"bundle written to {bundle_dir}")
+        print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
         return 0
     except (UnknownEnvError, CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
@@ -141,6 +141,15 @@ def _stop_on_signals():
             signal.signal(sig, old)
 
 
+def _digest(bundle_dir: Path) -> str:
+    """The digest GetModelInfo reports and `l3p serve --bundle-sha256` pins."""
+    import json
+
+    from serving.bundle import bundle_digest
+
+    return bundle_digest(json.loads((bundle_dir / "manifest.json").read_text()))
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -174,7 +183,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         _add_plots(run_dir, Path(args.out_dir), agent, landmarks)
     except (CheckpointError, BundleExistsError, ExportError) as exc:
         raise CliError(str(exc)) from None
-    print(f"bundle written to {args.out_dir}")
+    print(f"bundle written to {args.out_dir} (sha256 {_digest(Path(args.out_dir))})")
     return 0
 
 

@@ -40,7 +40,7 @@ class Bundle:
     gamma: float
     landmarks: np.ndarray  # [N, goal_dim] float32, decoded once at load
     planner_defaults: PlannerConfig
-    sha256: str  # digest over the manifest's per-file digests (see bundle_digest)
+    sha256: str  # the bundle's digest: over the whole manifest, file digests included
     actor: ort.InferenceSession
     distance: ort.InferenceSession
     value: ort.InferenceSession
@@ -90,9 +90,11 @@ def session_options() -> ort.SessionOptions:
     return options
 
 
-def bundle_digest(files: dict) -> str:
-    """sha256 over "<name> <sha256>\\n" for each manifest file entry, sorted by name."""
-    text = "".join(f"{name} {files[name]['sha256']}\n" for name in sorted(files))
+def bundle_digest(manifest: dict) -> str:
+    """sha256 of the manifest as canonical JSON (sorted keys, no spaces). The manifest holds each
+    file's sha256, so the digest pins the graphs and everything served with them (dims, action
+    bounds, planner defaults, provenance); `l3p serve --bundle-sha256` checks it."""
+    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -146,7 +148,7 @@ def load_bundle(path: str | Path) -> Bundle:
         gamma=float(manifest["gamma"]),
         landmarks=np.ascontiguousarray(landmarks, dtype=np.float32),
         planner_defaults=_planner_defaults(manifest["planner"]),
-        sha256=bundle_digest(manifest["files"]),
+        sha256=bundle_digest(manifest),
         actor=sessions["actor"],
         distance=sessions["distance"],
         value=sessions["value"],

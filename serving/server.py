@@ -23,10 +23,12 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -42,7 +44,16 @@ from serving.bundle import Bundle, BundleError, load_bundle
 from serving.health import SERVING, HealthService
 from serving.health import SERVICE_NAME as HEALTH_SERVICE_NAME
 from serving.metrics import Metrics
-from serving.sessions import Session, SessionLimitError, SessionNotFoundError, SessionStore
+from serving.security import (
+    AuthInterceptor,
+    Gatekeeper,
+    Security,
+    SecurityConfigError,
+    add_security_arguments,
+    is_loopback,
+    security_from_args,
+)
+from serving.sessions import Owner, Session, SessionLimitError, SessionNotFoundError, SessionStore
 from serving.threads import limit_blas_threads
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Planner"].full_name  # "l3p.v1.Planner"
@@ -139,9 +150,15 @@ def _answers_errors(handler):
     return wrapper
 
 
+def _anonymous(context: grpc.aio.ServicerContext) -> str:
+    return ""
+
+
 class PlannerServicer(pb_grpc.PlannerServicer):
-    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics, engine: Engine):
+    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics, engine: Engine,
+                 principal: Callable[[grpc.aio.ServicerContext], str] = _anonymous):
         self._bundle = bundle
+        self._principal = principal  # who is calling: the owner of the sessions it opens
         self._store = store
         self._metrics = metrics
         self._engine = engine
@@ -156,7 +173,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         # A start whose deadline passes while it is solved must not leave a session nobody knows
         # the id of. gRPC lets the handler run on past the deadline, so one that finishes with
         # under DELIVERY_MARGIN_S left (or none) drops its session and answers so.
-        session, response = await self._start(request)
+        session, response = await self._start(request, Owner(self._principal(context)))
         remaining = context.time_remaining()
         if remaining is not None and remaining < DELIVERY_MARGIN_S:
             self._discard(session.id, "deadline_passed")
@@ -168,11 +185,12 @@ class PlannerServicer(pb_grpc.PlannerServicer):
 
     @_answers_errors
     async def Act(self, request, context):
-        return await self._act(self._store.get(request.session_id), request.observation)
+        session = self._store.get(request.session_id, Owner(self._principal(context)))
+        return await self._act(session, request.observation)
 
     @_answers_errors
     async def EndEpisode(self, request, context):
-        session = self._store.pop(request.session_id)
+        session = self._store.pop(request.session_id, Owner(self._principal(context)))
         async with session.lock:  # a step still in flight is counted
             planner = session.planner
             steps, replans = planner.step_count, planner.replans
@@ -191,7 +209,9 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                             "a second 'start' on this Control stream: one stream carries one "
                             "episode; open a new stream for the next"
                         )
-                    session, started = await self._start(request.start)
+                    # Owned by this stream: no unary call can reach it.
+                    session, started = await self._start(
+                        request.start, Owner.of_stream(self._principal(context)))
                     yield pb.ControlResponse(started=started)
                 elif kind == "observation":
                     if session is None:
@@ -199,7 +219,10 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                             "'observation' before 'start': the first message on a Control "
                             "stream must be 'start' carrying the goal"
                         )
-                    action = await self._act(session, request.observation.observation)
+                    # Through the store, as Act: marks the session used (only idleness expires
+                    # it), and an episode that idled past the TTL answers NOT_FOUND.
+                    live = self._store.get(session.id, session.owner)
+                    action = await self._act(live, request.observation.observation)
                     yield pb.ControlResponse(action=action)
                 else:
                     raise InvalidRequestError(
@@ -214,15 +237,17 @@ class PlannerServicer(pb_grpc.PlannerServicer):
 
     # -- the work shared by unary calls and the stream
 
-    async def _start(self, request: pb.StartEpisodeRequest) -> tuple[Session, pb.StartEpisodeResponse]:
+    async def _start(self, request: pb.StartEpisodeRequest,
+                     owner: Owner) -> tuple[Session, pb.StartEpisodeResponse]:
         bundle = self._bundle
         goal = self._vector(request.goal, "goal", bundle.goal_dim, "goal_dim")
         config, seed = self._episode_config(request.options)
         self._store.check_capacity()  # before the graph solve, the costly part of a start
         planner = await self._engine.start_episode(goal, config, seed)
-        session = self._store.add(planner)
+        session = self._store.add(planner, owner)
         self._metrics.sessions_started.inc()
-        _event(logging.INFO, "session_started", session=session.id, mode=config.mode,
+        _event(logging.INFO, "session_started", session=session.id, owner=owner.principal,
+               stream=owner.stream is not None, mode=config.mode,
                search=config.search, seed=seed, live=len(self._store))
         to_goal = planner.landmark_to_goal
         return session, pb.StartEpisodeResponse(
@@ -380,10 +405,12 @@ def onnxruntime_threads(bundle: Bundle) -> dict[str, int]:
 
 
 class PlannerServer:
-    """The asyncio gRPC server (planner, health, reflection) and the TTL reaper, run on an event
-    loop of its own thread, so callers (the command line, tests) drive it synchronously.
+    """The asyncio gRPC server (planner, health, optionally reflection) and the TTL reaper, run on
+    an event loop of its own thread, so callers (the command line, tests) drive it synchronously.
 
-    `interceptors` are grpc.aio server interceptors, applied to every service.
+    ``credentials``: TLS for the port (plaintext when None). ``gate``: token checks and caller
+    identities (serving/security.py); None admits everyone as one anonymous principal.
+    ``replica_id``: prefixes session ids ("ID.") so a proxy can route a session's calls here.
     """
 
     def __init__(
@@ -395,10 +422,14 @@ class PlannerServer:
         session_ttl_s: float = 300.0,
         max_sessions: int = 1024,
         batch_delay_s: float = 0.0,
-        interceptors: tuple = (),
+        credentials: grpc.ServerCredentials | None = None,
+        gate: Gatekeeper | None = None,
+        with_reflection: bool = False,
+        replica_id: str | None = None,
     ):
         self.bundle = bundle
-        self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire)
+        self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire,
+                                  id_prefix=f"{replica_id}." if replica_id else "")
         self.metrics = Metrics(sessions_live=lambda: len(self.store))
         self.engine = Engine(bundle, max_delay_s=batch_delay_s, metrics=self.metrics)
         self._loop = asyncio.new_event_loop()
@@ -408,7 +439,7 @@ class PlannerServer:
         self._stopping: asyncio.Task | None = None
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            self.port = self._run(self._create(address, interceptors))
+            self.port = self._run(self._create(address, credentials, gate, with_reflection))
         except BaseException:
             self._close_loop()
             raise
@@ -420,8 +451,12 @@ class PlannerServer:
             daemon=True,
         )
 
-    async def _create(self, address: str, interceptors: tuple) -> int:
+    async def _create(self, address: str, credentials: grpc.ServerCredentials | None,
+                      gate: Gatekeeper | None, with_reflection: bool) -> int:
         self.health = HealthService()
+        interceptors = []
+        if gate is not None and gate.tokens is not None:
+            interceptors.append(AuthInterceptor(gate, SERVICE_NAME, self._on_refused))
         self._server = grpc.aio.server(
             interceptors=interceptors,
             options=[
@@ -435,17 +470,22 @@ class PlannerServer:
                 ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
-        self.servicer = PlannerServicer(self.bundle, self.store, self.metrics, self.engine)
+        self.servicer = PlannerServicer(self.bundle, self.store, self.metrics, self.engine,
+                                        gate.principal if gate is not None else _anonymous)
         handlers = planner_handlers(self.servicer)
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),)
         )
         self._server.add_registered_method_handlers(SERVICE_NAME, handlers)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), self._server
-        )
-        return self._server.add_insecure_port(address)  # RuntimeError if it cannot bind
+        if with_reflection:
+            reflection.enable_server_reflection(
+                (SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), self._server
+            )
+        # RuntimeError if it cannot bind
+        if credentials is None:
+            return self._server.add_insecure_port(address)
+        return self._server.add_secure_port(address, credentials)
 
     def start(self) -> None:
         self._run(self._start())
@@ -489,6 +529,10 @@ class PlannerServer:
     def _run(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
+    def _on_refused(self, method: str, reason: str) -> None:
+        self.metrics.errors.labels(grpc.StatusCode.UNAUTHENTICATED.name).inc()
+        _event(logging.INFO, "request_refused", method=method, code="UNAUTHENTICATED", message=reason)
+
     def _on_expire(self, session: Session) -> None:
         self.metrics.sessions_expired.inc()
         _event(logging.INFO, "session_expired", session=session.id,
@@ -499,7 +543,7 @@ class PlannerServer:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, event, then the event's fields."""
+    """One JSON object per line: ts, level, logger, pid, event, then the event's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -507,6 +551,7 @@ class JsonFormatter(logging.Formatter):
             .isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,  # tells apart the processes of --processes N
             "event": record.getMessage(),
             **getattr(record, "fields", {}),
         }
@@ -550,6 +595,18 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _sha256(text: str) -> str:
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        raise argparse.ArgumentTypeError(f"expected 64 hex digits, got {text!r}")
+    return text.lower()
+
+
+def _replica_id(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9-]{1,32}", text):
+        raise argparse.ArgumentTypeError(f"expected 1-32 of A-Z a-z 0-9 -, got {text!r}")
+    return text
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bundle", type=Path, required=True, help="model bundle directory")
     parser.add_argument("--host", default="127.0.0.1",
@@ -574,15 +631,64 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="shut down (as on SIGTERM) when process PID, the supervisor that "
                              "started this server, exits (Linux)")
     parser.add_argument("--metrics-port", type=_port, default=0,
-                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off)")
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default 0: off; "
+                             "with --processes N, process i serves PORT+i)")
+    add_security_arguments(parser)
+    parser.add_argument("--reflection", action="store_true",
+                        help="serve gRPC server reflection (lists the services; off by default)")
+    parser.add_argument("--bundle-sha256", metavar="HEX", type=_sha256,
+                        help="refuse to start unless the bundle's digest (printed by l3p export, "
+                             "reported by GetModelInfo) is HEX")
+    parser.add_argument("--processes", type=_count, default=1,
+                        help="server processes sharing the port (SO_REUSEPORT; default 1); each "
+                             "client connection, with its sessions, stays on one process")
+    parser.add_argument("--replica-id", type=_replica_id, metavar="ID",
+                        help="prefix session ids with 'ID.' so a proxy can send a session's unary "
+                             "calls to this replica (deploy/nginx)")
+
+
+def operator_error(message: str) -> int:
+    """An operator's error (bad bundle or option, busy port): one line, no traceback."""
+    print(f"l3p serve: error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def check_pin(bundle: Bundle, expected: str | None) -> None:
+    if expected is not None and bundle.sha256 != expected.lower():
+        raise BundleError(
+            f"bundle {bundle.path} has digest {bundle.sha256}, not the pinned --bundle-sha256 "
+            f"{expected}; refusing to serve it")
+
+
+def prepare(args: argparse.Namespace) -> tuple[Bundle, Security, int]:
+    """The checked bundle, the security settings and the BLAS pool size, or BundleError /
+    SecurityConfigError."""
+    blas = limit_blas_threads(1)  # before any BLAS work (the bundle's graph solve)
+    security = security_from_args(args)
+    bundle = load_bundle(args.bundle)
+    check_pin(bundle, args.bundle_sha256)
+    return bundle, security, blas
 
 
 def run_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
-    blas = limit_blas_threads(1)  # before any BLAS work (the bundle's graph solve)
     try:
-        bundle = load_bundle(args.bundle)
-        _event(logging.INFO, "thread_pools", blas_threads=blas, **onnxruntime_threads(bundle))
+        prepared = prepare(args)
+    except (BundleError, SecurityConfigError) as exc:
+        return operator_error(str(exc))
+    if args.processes > 1:
+        from serving.processes import run_processes
+
+        return run_processes(args)
+    return serve(args, *prepared,
+                 on_ready=lambda port: print(f"L3P_SERVER_READY port={port}", flush=True))
+
+
+def serve(args: argparse.Namespace, bundle: Bundle, security: Security, blas: int,
+          on_ready: Callable[[int], None], **log_fields) -> int:
+    """Runs one server process until SIGTERM/SIGINT; calls on_ready(port) once it serves."""
+    _event(logging.INFO, "thread_pools", blas_threads=blas, **onnxruntime_threads(bundle))
+    try:
         server = PlannerServer(
             bundle,
             host=args.host,
@@ -590,17 +696,17 @@ def run_serve(args: argparse.Namespace) -> int:
             session_ttl_s=args.session_ttl,
             max_sessions=args.max_sessions,
             batch_delay_s=args.batch_delay_us * 1e-6,
+            credentials=security.credentials,
+            gate=security.gate,
+            with_reflection=args.reflection,
+            replica_id=args.replica_id,
         )
         if args.metrics_port:
             server.metrics.serve_http(args.metrics_port, args.host)
-    # A bad bundle, a port that cannot be bound: one line for the operator, no traceback.
-    except (BundleError, RuntimeError) as exc:  # grpc raises RuntimeError when it cannot bind
-        print(f"l3p serve: error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
+        return operator_error(str(exc))
     except OSError as exc:
-        print(f"l3p serve: error: metrics port {args.metrics_port}: {exc.strerror}",
-              file=sys.stderr, flush=True)
-        return 2
+        return operator_error(f"metrics port {args.metrics_port}: {exc.strerror}")
 
     signals = 0
 
@@ -616,19 +722,25 @@ def run_serve(args: argparse.Namespace) -> int:
 
     server.start()
     if args.exit_with_parent is not None:
-        _exit_with_parent(args.exit_with_parent)
+        exit_with_parent(args.exit_with_parent)
+    if security.credentials is None and not is_loopback(args.host):
+        _event(logging.WARNING, "insecure", host=args.host,
+               message="plaintext on a non-loopback address (--insecure): tokens and "
+                       "observations cross the network unencrypted")
     _event(logging.INFO, "serving", host=args.host, port=server.port, env_id=bundle.env_id,
            bundle=str(args.bundle), bundle_sha256=bundle.sha256, n_landmarks=bundle.n_landmarks,
            metrics_port=args.metrics_port or None, session_ttl_s=args.session_ttl,
            max_sessions=args.max_sessions, batch_delay_us=args.batch_delay_us,
-           max_message_bytes=MAX_MESSAGE_BYTES)
-    print(f"L3P_SERVER_READY port={server.port}", flush=True)
+           max_message_bytes=MAX_MESSAGE_BYTES, tls=security.credentials is not None,
+           mutual_tls=args.tls_client_ca is not None, tokens=args.auth_token_file is not None,
+           reflection=args.reflection, replica_id=args.replica_id, **log_fields)
+    on_ready(server.port)
     server.wait_for_termination()
     _event(logging.INFO, "stopped", live_sessions=len(server.store))
     return 0
 
 
-def _exit_with_parent(pid: int) -> None:
+def exit_with_parent(pid: int) -> None:
     """Ask the kernel for SIGTERM when our parent dies (PR_SET_PDEATHSIG); if it is already gone
     (we were re-parented before asking), shut down now."""
     if sys.platform.startswith("linux"):

@@ -3,6 +3,10 @@
 One lock guards the dictionary and is held only for dictionary work (the store is used from
 the server's event loop and from the TTL reaper's thread). A step runs under the session's own
 asyncio lock (`Session.lock`), so episodes never wait for each other.
+
+A session has an owner: the principal that opened it and, for a Control stream, that stream.
+Any other caller asking for it gets the same NOT_FOUND as for an unknown id, so a leaked or
+guessed id neither drives an episode nor reveals that it exists.
 """
 
 from __future__ import annotations
@@ -24,11 +28,22 @@ class SessionLimitError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class Owner:
+    principal: str  # serving.security: "token:NAME", "cert:CN", both, or "" (no authentication)
+    stream: str | None = None  # set for a session opened on a Control stream: unary calls never match
+
+    @classmethod
+    def of_stream(cls, principal: str) -> Owner:
+        return cls(principal, secrets.token_hex(8))
+
+
 @dataclass(eq=False)
 class Session:
     id: str
     planner: Any  # serving.planner.EpisodePlanner; the store does not look inside
     last_used: float
+    owner: Owner = Owner("")
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one step at a time
 
 
@@ -39,11 +54,13 @@ class SessionStore:
         max_sessions: int,
         on_expire: Callable[[Session], None] = lambda session: None,
         clock: Callable[[], float] = time.monotonic,
+        id_prefix: str = "",
     ):
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
         self._on_expire = on_expire
         self._clock = clock
+        self._id_prefix = id_prefix  # names the replica, for proxies that route by session id
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
@@ -59,21 +76,25 @@ class SessionStore:
         if len(self._sessions) >= self.max_sessions:
             raise self._limit_error()
 
-    def add(self, planner: Any) -> Session:
+    def add(self, planner: Any, owner: Owner = Owner("")) -> Session:
         """Stores a new session; SessionLimitError when max_sessions are live."""
         self.check_capacity()
-        session = Session(id=secrets.token_hex(16), planner=planner, last_used=self._clock())
+        session = Session(id=self._id_prefix + secrets.token_hex(16), planner=planner,
+                          last_used=self._clock(), owner=owner)
         with self._lock:
             if len(self._sessions) >= self.max_sessions:  # filled up since the check
                 raise self._limit_error()
             self._sessions[session.id] = session
         return session
 
-    def get(self, session_id: str) -> Session:
-        """The live session with this id, marked as used now; SessionNotFoundError otherwise."""
+    def get(self, session_id: str, owner: Owner = Owner("")) -> Session:
+        """The live session with this id and owner, marked as used now; SessionNotFoundError
+        otherwise."""
         now = self._clock()
         with self._lock:
             session = self._sessions.get(session_id)
+            if session is not None and session.owner != owner:
+                raise self._not_found(session_id)
             if session is not None and now - session.last_used <= self.ttl_s:
                 session.last_used = now
                 return session
@@ -81,12 +102,14 @@ class SessionStore:
             self.expire()
         raise self._not_found(session_id)
 
-    def pop(self, session_id: str) -> Session:
-        """Removes and returns the session (an explicit end); SessionNotFoundError if none."""
+    def pop(self, session_id: str, owner: Owner = Owner("")) -> Session:
+        """Removes and returns the session (an explicit end); SessionNotFoundError if there is
+        none with this id and owner."""
         with self._lock:
-            session = self._sessions.pop(session_id, None)
-        if session is None:
-            raise self._not_found(session_id)
+            session = self._sessions.get(session_id)
+            if session is None or session.owner != owner:
+                raise self._not_found(session_id)
+            del self._sessions[session_id]
         return session
 
     def discard(self, session_id: str) -> Session | None:

@@ -232,6 +232,41 @@ def test_retry_survives_a_server_restart(push_bundle):
             restarted.stop()
 
 
+def test_resume_carries_episodes_across_a_server_restart(push_bundle):
+    """Unary (NOT_FOUND after the restart) and stream (UNAVAILABLE while down) episodes resume
+    with a new session at the same observation; without resume the loss is raised."""
+    server = LocalServer(push_bundle).start()
+    port = server.wait_ready()
+    restarted = None
+    try:
+        with PlannerClient(f"127.0.0.1:{port}", retry=RetryPolicy(max_attempts=30, max_backoff_s=1.0)) as c:
+            unary = c.episode(GOAL, seed=1, resume=True).start()
+            stream = c.stream_episode(GOAL, seed=1, resume=True).start()
+            plain = c.episode(GOAL, seed=1).start()
+            before = {ep.session_id for ep in (unary, stream)}
+            for ep in (unary, stream, plain):
+                assert [ep.act(OBS).step for _ in range(3)] == [0, 1, 2]
+            server.proc.kill()
+            server.proc.wait()  # gone, and its sessions with it
+            restarted = LocalServer(push_bundle, port=port).start()
+            assert restarted.wait_ready() == port
+            with c.episode(GOAL, seed=1) as reference:
+                fresh = reference.act(OBS)
+            for ep in (unary, stream):
+                step = ep.act(OBS)
+                assert step.resumed and step.step == 0 and step.replanned  # one re-plan
+                assert np.array_equal(step.action, fresh.action)  # same goal, options, observation
+                assert ep.act(OBS).step == 1 and not ep.act(OBS).resumed
+                assert ep.resumes == 1 and ep.session_id not in before
+                ep.end()
+            with pytest.raises(NotFound):
+                plain.act(OBS)
+    finally:
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
+
+
 def test_act_is_not_retried(monkeypatch):
     sleeps = _Sleeps()
     monkeypatch.setattr(client_mod.time, "sleep", sleeps)

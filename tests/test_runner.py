@@ -157,6 +157,23 @@ def test_eval_writes_the_documented_json(server, tmp_path, capsys):
     assert "l3p" in table and "policy" in table and "95% CI" in table
 
 
+def test_run_over_tls_with_a_token(push_bundle, tls_dir, token_file, capsys):
+    path, tokens = token_file
+    token = path.parent / "robot-b.token"
+    token.write_text(f"robot-b:{tokens['robot-b']}\n")
+    serve_args = ["--tls-cert", str(tls_dir / "server.crt"), "--tls-key", str(tls_dir / "server.key"),
+                  "--auth-token-file", str(path)]
+    with LocalServer(push_bundle, extra_args=serve_args) as served:
+        argv = ["--server", f"127.0.0.1:{served.port}", "--episodes", "1", "--planner", "policy"]
+        assert run_run(run_args(*argv, "--tls-ca", str(tls_dir / "ca.crt"), "--token-file", str(token))) == 0
+        assert "success 1/1" in (out := capsys.readouterr().out) or "success 0/1" in out
+        assert "resumes 0" in out
+        assert run_run(run_args(*argv, "--tls-ca", str(tls_dir / "ca.crt"))) == 1  # no token
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+        assert run_run(run_args(*argv, "--tls-ca", str(tls_dir / "missing.crt"))) == 2
+        assert "missing.crt" in capsys.readouterr().err
+
+
 class _RecordingServer(LocalServer):
     instances: list[LocalServer] = []
 

@@ -50,7 +50,7 @@ def test_loads_a_valid_bundle(untrained_bundle):
     assert bundle.landmarks.shape == (manifest["n_landmarks"], 3)
     assert bundle.landmarks.dtype == np.float32 and np.isfinite(bundle.landmarks).all()
     assert bundle.planner_defaults == PlannerConfig(**manifest["planner"])
-    assert bundle.sha256 == bundle_digest(manifest["files"])
+    assert bundle.sha256 == bundle_digest(manifest)
     assert list(bundle.action_low) == manifest["action_low"]
 
     # The planner_api.md callables: one batched call each, with the documented shapes.

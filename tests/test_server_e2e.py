@@ -161,7 +161,7 @@ def serve(bundle: Path, *args: str):
 
 @pytest.fixture(scope="module")
 def server(untrained_bundle):
-    yield from serve(untrained_bundle, "--max-sessions", str(MAX_SESSIONS))
+    yield from serve(untrained_bundle, "--max-sessions", str(MAX_SESSIONS), "--reflection")
 
 
 @pytest.fixture(scope="module")
@@ -416,6 +416,18 @@ class TestErrors:
             assert error.code() == grpc.StatusCode.NOT_FOUND
             assert "unknown, ended, or idle" in error.details()
 
+    def test_a_stream_session_is_not_reachable_by_unary_calls(self, stub):
+        stream = StreamEpisode(stub)
+        session_id = stream.start(initial(0)[1]).session_id
+        obs = initial(0)[0]
+        for call, request in ((stub.Act, pb.ActRequest(session_id=session_id, observation=obs)),
+                              (stub.EndEpisode, pb.EndEpisodeRequest(session_id=session_id))):
+            error = rpc_error(call, request)
+            assert error.code() == grpc.StatusCode.NOT_FOUND
+            assert f"session_id {session_id!r} is not a live session" in error.details()
+        assert stream.act(obs).step == 0  # the stream's episode is untouched
+        stream.close()
+
     def test_observation_before_start_on_a_stream(self, stub):
         first = pb.ControlRequest(observation=pb.ActRequest(observation=initial(0)[0]))
         error = rpc_error(stub.Control, iter([first]))
@@ -504,6 +516,21 @@ def test_idle_sessions_expire(short_ttl_server):
     error = rpc_error(served.stub.Act, pb.ActRequest(session_id=session_id, observation=obs))
     assert error.code() == grpc.StatusCode.NOT_FOUND
     assert "idle for more than 1 s (expired)" in error.details()
+
+
+def test_a_busy_stream_outlives_the_idle_ttl(short_ttl_server):
+    """Each observation on a stream marks its session used, as an Act does: only idleness expires."""
+    served = short_ttl_server
+    expired = served.metric("l3p_sessions_expired_total")
+    obs, goal = initial(9)
+    stream = StreamEpisode(served.stub)
+    stream.start(goal)
+    for _ in range(10):  # 2.5 s of steps, each well within the 1 s TTL of the last
+        obs = advance(obs, stream.act(obs).action)
+        time.sleep(0.25)
+    assert served.live_sessions() == 1
+    assert served.metric("l3p_sessions_expired_total") == expired
+    stream.close()
 
 
 def test_streams_cost_no_thread_and_past_the_session_limit_are_refused_not_stalled(untrained_bundle):

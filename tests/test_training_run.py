@@ -142,6 +142,10 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     assert m["provenance"]["command"].startswith("l3p train --env FetchPush-v4")
     r = l3p("export", "run", "b2", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    # The digest to pin (l3p serve --bundle-sha256) is the one the server reports.
+    from serving.bundle import load_bundle
+
+    assert f"(sha256 {load_bundle(tmp_path / 'b2').sha256})" in r.stdout
     for plot in ("learning_curve.png", "landmarks.png"):  # next to the bundle, for people
         assert (tmp_path / "b2" / plot).stat().st_size > 1000
     assert json.loads((tmp_path / "b2" / "manifest.json").read_text())["provenance"]["env_steps"] == 400

@@ -1,0 +1,137 @@
+"""``l3p serve --processes N``: N server processes on one port (gRPC's multiprocessing recipe).
+
+The parent reserves the port with a SO_REUSEPORT socket that never listens, then spawns N
+processes (fresh interpreters: gRPC state must not be forked). Each loads the bundle and binds the
+same port with SO_REUSEPORT; the kernel spreads new connections over them. A client channel is one
+connection, so a robot's sessions stay on the process that opened them. Processes share nothing:
+behind a proxy that may use several upstream connections, run one replica per port instead
+(deploy/nginx).
+
+The parent prints ``L3P_SERVER_READY port=N`` once every process serves and forwards SIGTERM and
+SIGINT to all of them (each then drains as a single server does). If a process exits on its own,
+the parent stops the others and exits 1 (2 if that process never started serving), so the
+supervisor restarts the whole server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("l3p.serving")
+
+
+def _event(level: int, event: str, **fields) -> None:
+    log.log(level, event, extra={"fields": fields})
+
+
+def reserve_port(host: str, port: int) -> socket.socket:
+    """A bound, non-listening SO_REUSEPORT socket: holds the port (or picks one for port 0)
+    without taking connections."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: Any  # multiprocessing.Process (spawn context)
+    ready: Any  # the receiving end of the worker's ready pipe
+    port: int | None = None
+    exit_code: int | None = field(default=None)
+
+
+def _worker_args(args: argparse.Namespace, port: int, index: int) -> argparse.Namespace:
+    return argparse.Namespace(**{
+        **vars(args),
+        "port": port,
+        "processes": 1,
+        "metrics_port": args.metrics_port + index if args.metrics_port else 0,
+        "exit_with_parent": os.getpid(),
+    })
+
+
+def _worker(args: argparse.Namespace, index: int, ready) -> None:
+    """One server process. Runs in a spawned interpreter."""
+    os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
+    from serving import server
+    from serving.bundle import BundleError
+    from serving.security import SecurityConfigError
+
+    server.configure_logging(args.log_level)
+    try:
+        prepared = server.prepare(args)
+    except (BundleError, SecurityConfigError) as exc:  # changed since the parent checked them
+        sys.exit(server.operator_error(str(exc)))
+    sys.exit(server.serve(args, *prepared, on_ready=ready.send, worker=index))
+
+
+def run_processes(args: argparse.Namespace) -> int:
+    from serving.server import exit_with_parent, operator_error
+
+    try:
+        reservation = reserve_port(args.host, args.port)
+    except OSError as exc:
+        return operator_error(f"cannot bind {args.host}:{args.port}: {exc.strerror}")
+    port = reservation.getsockname()[1]
+    context = multiprocessing.get_context("spawn")
+    workers: list[_Worker] = []
+    stopping = failed = False
+
+    def stop_all(signum: int = signal.SIGTERM, frame=None) -> None:
+        nonlocal stopping
+        stopping = True
+        for worker in workers:
+            if worker.process.is_alive():
+                os.kill(worker.process.pid, signal.SIGTERM)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop_all)
+    with reservation:
+        for index in range(args.processes):
+            receiver, sender = context.Pipe(duplex=False)
+            process = context.Process(target=_worker, name=f"l3p-serve-{index}",
+                                      args=(_worker_args(args, port, index), index, sender))
+            process.start()
+            sender.close()
+            workers.append(_Worker(index, process, receiver))
+        if args.exit_with_parent is not None:
+            exit_with_parent(args.exit_with_parent)
+        announced = False
+        while any(worker.exit_code is None for worker in workers):
+            waiting = [w.ready for w in workers if w.port is None and w.exit_code is None]
+            sentinels = [w.process.sentinel for w in workers if w.exit_code is None]
+            for item in multiprocessing.connection.wait(waiting + sentinels):
+                for worker in workers:
+                    if item is worker.ready:
+                        try:
+                            worker.port = worker.ready.recv()
+                        except EOFError:  # exited before serving; its sentinel tells the rest
+                            worker.port = -1
+                    elif item == worker.process.sentinel:
+                        worker.process.join()
+                        worker.exit_code = worker.process.exitcode
+                        if not stopping:
+                            failed = True
+                            _event(logging.ERROR, "worker_exited", worker=worker.index,
+                                   worker_pid=worker.process.pid, exit_code=worker.exit_code)
+                            stop_all()
+            if not announced and not stopping and all(w.port == port for w in workers):
+                announced = True
+                _event(logging.INFO, "serving_processes", port=port, processes=len(workers),
+                       pids=[w.process.pid for w in workers])
+                print(f"L3P_SERVER_READY port={port}", flush=True)
+    if failed:  # 2 as for a single server that cannot start; 1 once it has served
+        return 1 if announced else 2
+    return 0 if all(w.exit_code == 0 for w in workers) else 1
