@@ -492,7 +492,7 @@ class Episode:
         self.goal = np.asarray(goal, dtype=np.float32).ravel()
         self.options = options
         self.session_id: str | None = None
-        self.landmark_to_goal: np.ndarray | None = None
+        self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
         self.summary: EpisodeSummary | None = None  # EndEpisode's answer
         self._ended = False
 
@@ -560,7 +560,7 @@ class StreamEpisode:
         self.options = options
         self.max_duration_s = max_duration_s
         self.session_id: str | None = None
-        self.landmark_to_goal: np.ndarray | None = None
+        self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
         self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._responses: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._call: Any = None

@@ -36,6 +36,8 @@ class LocalServer:
         module: the server module (``python -m <module>``).
         cwd: working directory; the repository root by default, so ``serving`` imports
             from a checkout as well as from an installed package.
+        env: the server's whole environment (default: this process's). The server sizes its
+            own thread pools, whatever the environment says.
     """
 
     def __init__(
@@ -63,8 +65,7 @@ class LocalServer:
         if host != "127.0.0.1":
             self.command += ["--host", host]
         self.cwd = Path(cwd) if cwd is not None else Path(__file__).resolve().parents[1]
-        self.env = {**os.environ, **(env or {})}
-        self.env.setdefault("OMP_NUM_THREADS", "1")
+        self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"  # the READY line must not sit in a pipe buffer
         self.proc: subprocess.Popen[str] | None = None
         self._stdout: queue.SimpleQueue[str | None] = queue.SimpleQueue()

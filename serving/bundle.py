@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
-from serving.planner import PlannerConfig
+from serving.planner import LandmarkGraph, PlannerConfig
 
 FORMAT = "l3p-bundle"
 FORMAT_VERSION = 1
@@ -44,6 +44,14 @@ class Bundle:
     actor: ort.InferenceSession
     distance: ort.InferenceSession
     value: ort.InferenceSession
+    # Per-bundle work, done once here: V over landmark pairs and its solution for the default
+    # planner settings (an episode start then costs N value calls, see planner.LandmarkGraph).
+    landmark_graph: LandmarkGraph = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        graph = LandmarkGraph(self.landmarks, self.value_fn)
+        graph.prepare(self.planner_defaults)
+        object.__setattr__(self, "landmark_graph", graph)
 
     @property
     def n_landmarks(self) -> int:

@@ -35,6 +35,14 @@ class Metrics:
             "l3p_errors", "Calls answered with an error, by status code.", ["code"],
             registry=self.registry,
         )
+        self.batches = prom.Counter(
+            "l3p_batches", "onnxruntime calls answering steps, by network (actor, distance).",
+            ["network"], registry=self.registry,
+        )
+        self.batched_steps = prom.Counter(
+            "l3p_batched_steps", "Steps answered by those calls (steps / batches = mean batch).",
+            ["network"], registry=self.registry,
+        )
         latency = prom.Histogram(
             "l3p_step_latency_seconds",
             "Server-side time to answer one observation, by whether it re-planned.",

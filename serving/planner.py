@@ -32,9 +32,11 @@ subgoal index -1 means "the final goal".
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import numbers
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -51,6 +53,11 @@ MODES = ("l3p", "naive", "policy")
 SEARCHES = ("soft", "hard", "expectation")
 
 GOAL = -1  # subgoal index of the final goal
+
+# Below this the soft search's exponents -d / temperature overflow (at 5e-324, 1 / temperature
+# is inf and 0 * inf is NaN: pairs turned unreachable). The soft search is already min-plus
+# (exact) well above it; search="hard" is its limit.
+MIN_TEMPERATURE = 1e-6
 
 # Soft search (see `_soft_expectation`). Its fast path computes the softmin sums over k as
 # matrix products of factors exp(_SOFT_SHIFT - d / temperature) floored at exp(-_SOFT_FLOOR):
@@ -72,6 +79,16 @@ def _is_real(x: object) -> bool:
 
 def _is_int(x: object) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _check_temperature(temperature: float) -> None:
+    if not (_is_real(temperature) and math.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if temperature < MIN_TEMPERATURE:
+        raise ValueError(
+            f"temperature must be >= {MIN_TEMPERATURE:g} (smaller values underflow the soft "
+            f"search; search=hard is its exact limit), got {temperature!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,7 @@ class PlannerConfig:
             value = getattr(self, name)
             if not (_is_real(value) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        _check_temperature(self.temperature)
         if not (_is_int(self.search_iterations) and 1 <= self.search_iterations <= 1000):
             raise ValueError(
                 f"search_iterations must be an integer in [1, 1000], got {self.search_iterations!r}"
@@ -158,20 +176,32 @@ def pairwise_graph(
     if n > 0:
         src = np.repeat(nodes[:n], n + 1, axis=0)  # pair (i, j) at row i * (n+1) + j
         dst = np.tile(nodes, (n, 1))
-        values = np.asarray(value_fn(src, dst), dtype=np.float64).reshape(-1)
-        if values.size != n * (n + 1):
-            raise ValueError(f"value_fn returned {values.size} values for {n * (n + 1)} pairs")
-        # A network can predict slightly negative steps; a negative edge would break the search.
-        uncut = np.maximum(np.where(np.isnan(values), np.inf, values), 0.0).reshape(n, n + 1)
+        uncut = _uncut_edges(value_fn(src, dst), n, n + 1)
         np.fill_diagonal(uncut, np.inf)  # self-loops are not edges (diag set to 0 below)
-        w[:n] = np.where(uncut <= d_max, uncut, np.inf)
-        if adaptive_cut:
-            # Every node (goal included) keeps its nearest incoming edge, so no node is
-            # isolated just because all its neighbours are slightly beyond d_max.
-            nearest = np.argmin(uncut, axis=0)  # [n+1] source landmark per destination
-            cols = np.arange(n + 1)
-            w[nearest, cols] = uncut[nearest, cols]  # stays inf if the column had no edge
+        w[:n] = _cut_edges(uncut, d_max, adaptive_cut)
     np.fill_diagonal(w, 0.0)
+    return w
+
+
+def _uncut_edges(values: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """value_fn's output as [rows, cols] steps: NaN -> inf (no edge), negatives -> 0."""
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    if values.size != rows * cols:
+        raise ValueError(f"value_fn returned {values.size} values for {rows * cols} pairs")
+    # A network can predict slightly negative steps; a negative edge would break the search.
+    return np.maximum(np.where(np.isnan(values), np.inf, values), 0.0).reshape(rows, cols)
+
+
+def _cut_edges(uncut: np.ndarray, d_max: float, adaptive_cut: bool) -> np.ndarray:
+    """Edges longer than d_max cut (inf). Column by column, so any subset of destination
+    columns is cut exactly as in the whole graph."""
+    w = np.where(uncut <= d_max, uncut, np.inf)
+    if adaptive_cut and uncut.shape[0] > 0:
+        # Every node (goal included) keeps its nearest incoming edge, so no node is
+        # isolated just because all its neighbours are slightly beyond d_max.
+        nearest = np.argmin(uncut, axis=0)  # source landmark per destination column
+        cols = np.arange(uncut.shape[1])
+        w[nearest, cols] = uncut[nearest, cols]  # stays inf if the column had no edge
     return w
 
 
@@ -238,8 +268,7 @@ def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int, guar
     update as written (no pin, no guard) drifts the diagonal to 85 steps and is 12 steps
     pessimistic on node -> goal on average there.
     """
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    _check_temperature(temperature)
     if not (_is_int(iterations) and iterations >= 1):
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
     d = _check_weights(w)
@@ -254,7 +283,45 @@ def shortest_paths_soft(w: np.ndarray, temperature: float, iterations: int, guar
     return d
 
 
-def _soft_expectation(d: np.ndarray, temperature: float) -> np.ndarray:
+def _soft_factors(d: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) = (exp(_SOFT_SHIFT - d / T) floored at exp(-_SOFT_FLOOR), a * d): the factors of
+    the fast path of `_soft_expectation`, 0 where d is inf. Call under np.errstate(over=
+    "ignore", under="ignore"): overflow (absurd weights or temperatures) only ever turns
+    values into inf, which the callers' masks send to the exact path, and underflow cannot
+    happen past the floors."""
+    finite = d < np.inf
+    exponent = np.multiply(d, -1.0 / temperature)  # -inf where d is inf
+    exponent += _SOFT_SHIFT
+    np.maximum(exponent, -_SOFT_FLOOR, out=exponent)
+    a = np.exp(exponent)
+    a *= finite  # no edge: weight exactly 0
+    b = a * np.where(finite, d, 0.0)
+    np.maximum(b, math.exp(-_SOFT_FLOOR), out=b, where=b > 0.0)  # keeps every b * a normal
+    return a, b
+
+
+def _soft_fast_mask(den: np.ndarray, num: np.ndarray, terms: int, c_max: float) -> np.ndarray:
+    """Where the fast path's error is within _SOFT_FAST_ATOL (see `_soft_expectation`)."""
+    # |E_fast - E| <= terms * exp(SHIFT - FLOOR) * (6 c_max + 2) / den (a loose bound),
+    # c_max the longest finite candidate.
+    bound = terms * math.exp(_SOFT_SHIFT - _SOFT_FLOOR) * (6.0 * c_max + 2.0)
+    return (den * _SOFT_FAST_ATOL >= bound) & np.isfinite(num)
+
+
+def _soft_ratio(num: np.ndarray, den: np.ndarray, fast: np.ndarray, terms: int) -> np.ndarray:
+    """num / den where fast (inf elsewhere), scaled up past the sums' rounding error."""
+    expectation = np.full_like(den, np.inf)
+    np.divide(num, den, out=expectation, where=fast)
+    # Rounding guard: the sums carry a relative error below (2 terms + 4) ulp; scaling up by
+    # (4 terms + 8) ulp keeps E >= the best candidate, so the search is never shorter than
+    # exact (as with the exact path). The bias is ~5e-14 relative at 101 terms.
+    expectation *= 1.0 + (4 * terms + 8) * 2.0**-53
+    return expectation
+
+
+def _soft_expectation(
+    d: np.ndarray, temperature: float, factors: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
     """E_ij for all pairs: the softmin-weighted mean of c_ijk = d_ik + d_kj over k.
 
     inf where no candidate is finite. Fast path: exp(-c_ijk / T) = exp(-d_ik / T) *
@@ -264,80 +331,98 @@ def _soft_expectation(d: np.ndarray, temperature: float) -> np.ndarray:
         sum_k exp(-c_ijk / T) c_ijk   = (b @ a + a @ b)_ij
 
     three BLAS products instead of [n, n, n] candidate tensors (~20-30x faster at n = 101).
-    The factors carry a common scale exp(_SOFT_SHIFT) (it cancels in the ratio) and are
-    floored at exp(-_SOFT_FLOOR); positive b are floored there too. The floors only raise
-    weights and candidates (so E stays >= the best candidate) and change each term by at
-    most exp(_SOFT_SHIFT - _SOFT_FLOOR) * (c + 1), which is negligible unless the pair's
-    weight sum `den` is tiny, i.e. its best candidate is longer than ~600 temperatures.
-    Pairs whose error bound exceeds _SOFT_FAST_ATOL are recomputed by
-    `_soft_expectation_exact`. Unreachable pairs need no work: no product underflows, so
-    den == 0 exactly when every candidate of the pair is inf (E = inf).
+    The factors (`_soft_factors`, or `factors` when the caller has them) carry a common
+    scale exp(_SOFT_SHIFT) (it cancels in the ratio) and are floored at exp(-_SOFT_FLOOR);
+    positive b are floored there too. The floors only raise weights and candidates (so E
+    stays >= the best candidate) and change each term by at most exp(_SOFT_SHIFT -
+    _SOFT_FLOOR) * (c + 1), which is negligible unless the pair's weight sum `den` is tiny,
+    i.e. its best candidate is longer than ~600 temperatures. Pairs whose error bound
+    exceeds _SOFT_FAST_ATOL are recomputed by `_soft_expectation_exact`. Unreachable pairs
+    need no work: no product underflows, so den == 0 exactly when every candidate of the
+    pair is inf (E = inf).
     """
     n = d.shape[0]
-    finite = np.isfinite(d)
-    d_finite = np.where(finite, d, 0.0)
-    floor = math.exp(-_SOFT_FLOOR)
-    # Overflow (absurd weights or temperatures) only ever turns values into inf, which the
-    # masks below send to the exact path; underflow cannot happen past the floors.
-    with np.errstate(over="ignore", under="ignore"):
-        exponent = np.multiply(d, -1.0 / temperature)  # -inf where d is inf
-        exponent += _SOFT_SHIFT
-        np.maximum(exponent, -_SOFT_FLOOR, out=exponent)
-        a = np.exp(exponent)
-        a *= finite  # no edge: weight exactly 0
-        b = a * d_finite
-        np.maximum(b, floor, out=b, where=b > 0.0)  # keeps every product b * a normal (or 0)
+    with np.errstate(over="ignore", under="ignore"):  # see _soft_factors
+        a, b = _soft_factors(d, temperature) if factors is None else factors
         den = a @ a
         num = b @ a
         num += a @ b
-        # |E_fast - E| <= n * exp(SHIFT - FLOOR) * (6 c_max + 2) / den (a loose bound),
-        # c_max the longest finite candidate.
-        c_max = 2.0 * float(d_finite.max(initial=0.0))
-        bound = n * math.exp(_SOFT_SHIFT - _SOFT_FLOOR) * (6.0 * c_max + 2.0)
-        fast = (den * _SOFT_FAST_ATOL >= bound) & np.isfinite(num)
-        expectation = np.full_like(d, np.inf)
-        np.divide(num, den, out=expectation, where=fast)
-        # Rounding guard: the sums above carry a relative error below (2n + 4) ulp; scaling
-        # up by (4n + 8) ulp keeps E >= the best candidate, so the search is never shorter
-        # than exact (as with the exact path). The bias is ~5e-14 relative at n = 101.
-        expectation *= 1.0 + (4 * n + 8) * 2.0**-53
-        slow = ~fast & (den > 0.0)
-        if slow.any():
-            rows, cols = np.nonzero(slow)
-            expectation[rows, cols] = _soft_expectation_exact(d, rows, cols, temperature)
+        c_max = 2.0 * float(np.max(d, initial=0.0, where=np.isfinite(d)))
+        fast = _soft_fast_mask(den, num, n, c_max)
+        expectation = _soft_ratio(num, den, fast, n)
+    slow = ~fast & (den > 0.0)
+    if slow.any():
+        rows, cols = np.nonzero(slow)
+        expectation[rows, cols] = _soft_expectation_exact(d, rows, cols, temperature)
     return expectation
 
 
 def _soft_expectation_exact(
     d: np.ndarray, rows: np.ndarray, cols: np.ndarray, temperature: float
 ) -> np.ndarray:
-    """E_ij for the listed pairs (each with a finite candidate), straight from the definition.
-
-    Computed as best + softmin-weighted mean of (c - best): a sum of non-negative terms, so
-    rounding can never take E below the best candidate.
-    """
+    """E_ij for the listed pairs (each with a finite candidate), straight from the definition."""
     n = d.shape[0]
     d_t = np.ascontiguousarray(d.T)  # d_t[j, k] = d_kj: gathered rows stay contiguous
     out = np.empty(rows.size)
     block = max(1, _SOFT_BLOCK_ELEMENTS // n)
     for start in range(0, rows.size, block):
         pairs = slice(start, start + block)
-        cand = d[rows[pairs]] + d_t[cols[pairs]]  # cand[p, k] = d_ik + d_kj for pair p
-        finite = cand < np.inf
-        best = cand.min(axis=1, keepdims=True)  # finite by the caller's contract
-        # Softmax shifted by the best candidate for stability. Exponents are floored at -600
-        # so np.exp never underflows (its underflow path is ~10x slower); inf candidates are
-        # then zeroed exactly by the mask, and clamped to a finite stand-in so 0 * inf is
-        # not NaN.
-        excess = np.minimum(cand, _FINITE_STAND_IN)
-        excess -= best  # c - best >= 0
-        weights = np.multiply(excess, -1.0 / temperature)
-        np.maximum(weights, -600.0, out=weights)
-        np.exp(weights, out=weights)
-        weights *= finite
-        # The best candidate has weight 1, so the denominator is >= 1.
-        out[pairs] = best[:, 0] + np.einsum("pk,pk->p", weights, excess) / weights.sum(axis=1)
+        # cand[p, k] = d_ik + d_kj for pair p
+        out[pairs] = _softmin_mean(d[rows[pairs]] + d_t[cols[pairs]], temperature)
     return out
+
+
+def _softmin_mean(cand: np.ndarray, temperature: float) -> np.ndarray:
+    """[P] softmin-weighted mean of each row of cand [P, K] (every row with a finite entry).
+
+    Computed as best + softmin-weighted mean of (c - best): a sum of non-negative terms, so
+    rounding can never take E below the best candidate.
+    """
+    finite = cand < np.inf
+    best = cand.min(axis=1, keepdims=True)  # finite by the caller's contract
+    # Softmax shifted by the best candidate for stability. Exponents are floored at -600
+    # so np.exp never underflows (its underflow path is ~10x slower); inf candidates are
+    # then zeroed exactly by the mask, and clamped to a finite stand-in so 0 * inf is
+    # not NaN.
+    excess = np.minimum(cand, _FINITE_STAND_IN)
+    excess -= best  # c - best >= 0
+    weights = np.multiply(excess, -1.0 / temperature)
+    np.maximum(weights, -600.0, out=weights)
+    np.exp(weights, out=weights)
+    weights *= finite
+    # The best candidate has weight 1, so the denominator is >= 1.
+    return best[:, 0] + np.einsum("pk,pk->p", weights, excess) / weights.sum(axis=1)
+
+
+def _soft_goal_column(
+    block: "_SoftIterate", c: np.ndarray, temperature: float, scratch: np.ndarray
+) -> np.ndarray:
+    """E_ig for every landmark i of a graph whose goal g is a sink: `_soft_expectation`'s goal
+    column from the landmark block (an iterate with its `_soft_factors`) and the goal column
+    c [n] (landmark -> goal), in one [n, 2n] x [2n, 2] product instead of [n, n] products.
+
+    The candidates of pair (i, g) are block_ik + c_k over the landmarks k, and c_i + 0 through
+    the goal itself (its row is inf but for the diagonal). `scratch` is a zeroed [2n, 2]
+    buffer; call under the np.errstate of `_soft_factors`.
+    """
+    n = c.size
+    ac, bc = _soft_factors(c, temperature)
+    scratch[:n, 0] = ac
+    scratch[:n, 1] = bc
+    scratch[n:, 1] = ac
+    sums = block.ab @ scratch  # [:, 0] = a @ ac, [:, 1] = a @ bc + b @ ac
+    self_weight = math.exp(_SOFT_SHIFT)  # a of d_gg = 0 (and b of it is 0)
+    den = sums[:, 0] + ac * self_weight
+    num = sums[:, 1] + bc * self_weight
+    c_max = block.finite_max + float(np.max(c, initial=0.0, where=c < np.inf))
+    fast = _soft_fast_mask(den, num, n + 1, c_max)
+    expectation = _soft_ratio(num, den, fast, n + 1)
+    slow = ~fast & (den > 0.0)
+    if slow.any():
+        rows = np.flatnonzero(slow)
+        cand = np.concatenate([block.d[rows] + c[None, :], c[rows, None]], axis=1)
+        expectation[rows] = _softmin_mean(cand, temperature)
+    return expectation
 
 
 def distances_to_goal(
@@ -350,6 +435,146 @@ def distances_to_goal(
     else:
         d = shortest_paths_soft(w, config.temperature, config.search_iterations, guard=config.search == "soft")
     return d[:, -1].copy()
+
+
+# ------------------------------------------------------- per-landmark-set cache
+
+
+class LandmarkGraph:
+    """The goal-independent part of every episode's graph, solved once per landmark set.
+
+    Nothing leaves the goal node, so no path between two landmarks passes through it: the
+    landmark-landmark edges, their hard solution and every iterate of the soft search are the
+    same whatever the goal. They are computed once here (serving: once per bundle); an episode
+    start then costs N value_fn calls (landmark -> goal, one batch) and one pass over the goal
+    column: hard, min_k D[i, k] + w[k, goal] (exact); soft and expectation, the goal column of
+    each iteration from the cached landmark iterate (matrix-vector instead of matrix products).
+    `distances_to_goal` equals the module's `distances_to_goal` up to float summation order.
+
+    Solved blocks are kept per search setting (search, d_max, adaptive_cut and, for soft,
+    temperature and iterations): those passed to `prepare` for good, the `max_cached` most
+    recently used others besides. Memory: soft keeps up to `iterations` iterates of 3 [N, N]
+    float64 matrices (80 landmarks, 20 iterations: 3 MB). Thread-safe.
+    """
+
+    def __init__(self, landmarks: np.ndarray, value_fn: ValueFn, max_cached: int = 8) -> None:
+        landmarks = np.array(landmarks, dtype=np.float32)
+        if landmarks.ndim != 2 or landmarks.shape[1] == 0:
+            raise ValueError(f"landmarks must have shape [N, goal_dim], got {landmarks.shape}")
+        landmarks.flags.writeable = False
+        self.landmarks = landmarks
+        n = len(landmarks)
+        self._uncut = np.zeros((0, 0))
+        if n > 0:
+            values = value_fn(np.repeat(landmarks, n, axis=0), np.tile(landmarks, (n, 1)))
+            self._uncut = _uncut_edges(values, n, n)
+            np.fill_diagonal(self._uncut, np.inf)  # self-loops are not edges
+        self._max_cached = max_cached
+        self._blocks: collections.OrderedDict[tuple, _HardBlock | _SoftBlock] = (
+            collections.OrderedDict()
+        )
+        self._pinned: set[tuple] = set()
+        self._lock = threading.Lock()
+
+    def prepare(self, config: PlannerConfig) -> None:
+        """Solves the landmark block for `config` now and keeps it (e.g. a bundle's defaults)."""
+        config.validate()
+        self._block(config)
+        with self._lock:
+            self._pinned.add(_block_key(config))
+
+    def distances_to_goal(
+        self, goal: np.ndarray, value_fn: ValueFn, config: PlannerConfig
+    ) -> np.ndarray:
+        """d_cg [N+1] like the module's `distances_to_goal` for these landmarks."""
+        goal = _as_nodes(self.landmarks, goal)[-1]
+        n = len(self.landmarks)
+        d_cg = np.zeros(n + 1)
+        if n > 0:
+            values = value_fn(self.landmarks, np.broadcast_to(goal, self.landmarks.shape))
+            column = _cut_edges(_uncut_edges(values, n, 1), config.d_max, config.adaptive_cut)
+            d_cg[:n] = self._block(config).goal_column(column[:, 0])
+        return d_cg
+
+    def _block(self, config: PlannerConfig) -> "_HardBlock | _SoftBlock":
+        key = _block_key(config)
+        with self._lock:  # held while solving: concurrent first uses solve once
+            block = self._blocks.get(key)
+            if block is None:
+                w = _cut_edges(self._uncut, config.d_max, config.adaptive_cut)
+                if config.search == "hard":
+                    block = _HardBlock(w)
+                else:
+                    block = _SoftBlock(w, config.temperature, config.search_iterations,
+                                       guard=config.search == "soft")
+                self._blocks[key] = block
+                unpinned = [k for k in self._blocks if k not in self._pinned]
+                for old in unpinned[: max(0, len(unpinned) - self._max_cached)]:
+                    del self._blocks[old]
+            self._blocks.move_to_end(key)
+        return block
+
+
+def _block_key(config: PlannerConfig) -> tuple:
+    key = (config.search, config.d_max, config.adaptive_cut)
+    if config.search == "hard":
+        return key
+    return key + (config.temperature, config.search_iterations)
+
+
+class _HardBlock:
+    def __init__(self, w: np.ndarray) -> None:
+        self.d = shortest_paths_hard(w)  # landmark -> landmark, diagonal 0
+
+    def goal_column(self, w_goal: np.ndarray) -> np.ndarray:
+        # The last edge of any path to the goal is some k -> goal (k = i: the direct edge).
+        return np.min(self.d + w_goal[None, :], axis=1, initial=np.inf)
+
+
+class _SoftIterate:
+    def __init__(self, d: np.ndarray, temperature: float) -> None:
+        self.d = d
+        with np.errstate(over="ignore", under="ignore"):
+            self.a, self.b = _soft_factors(d, temperature)
+        self.ab = np.hstack([self.a, self.b])  # [n, 2n], for _soft_goal_column's one product
+        self.finite_max = float(np.max(d, initial=0.0, where=np.isfinite(d)))
+
+
+class _SoftBlock:
+    """The landmark iterates of `shortest_paths_soft` (guard: search "soft"; without:
+    "expectation"), each with its `_soft_factors`."""
+
+    def __init__(self, w: np.ndarray, temperature: float, iterations: int, guard: bool) -> None:
+        self.temperature, self.iterations, self.guard = temperature, iterations, guard
+        self.iterates: list[_SoftIterate] = []
+        self.fixed_at = iterations  # first iteration that leaves the block unchanged
+        d = _check_weights(w)
+        for t in range(iterations):
+            iterate = _SoftIterate(d, temperature)
+            self.iterates.append(iterate)
+            new = _soft_expectation(d, temperature, (iterate.a, iterate.b))
+            if guard:
+                np.minimum(d, new, out=new)
+            np.fill_diagonal(new, 0.0)
+            if np.array_equal(new, d):
+                self.fixed_at = t
+                break
+            d = new
+
+    def goal_column(self, w_goal: np.ndarray) -> np.ndarray:
+        c = w_goal
+        scratch = np.zeros((2 * c.size, 2))
+        with np.errstate(over="ignore", under="ignore"):  # see _soft_factors
+            for t in range(self.iterations):
+                block = self.iterates[min(t, len(self.iterates) - 1)]
+                new = _soft_goal_column(block, c, self.temperature, scratch)
+                if self.guard:
+                    np.minimum(c, new, out=new)
+                # shortest_paths_soft stops once the whole matrix is unchanged: block and column.
+                if t >= self.fixed_at and np.array_equal(new, c):
+                    break
+                c = new
+        return c
 
 
 # ---------------------------------------------------------------- episode planner
@@ -365,17 +590,38 @@ class StepResult:
     estimated_distance: float  # D(obs, subgoal) in steps on re-plan steps, else 0.0
 
 
+POLICY, DISTANCE = "policy", "distance"
+
+
+@dataclass(frozen=True)
+class Inference:
+    """The one network call a step needs (`EpisodePlanner.prepare`): `fn` is POLICY
+    (policy_fn, output actions [K, action_dim]) or DISTANCE (distance_fn, output
+    (distances [K], actions [K, action_dim])), on `obs` [K, obs_dim] and `goals` [K, goal_dim],
+    float32 arrays owned by the planner (read them before the next prepare)."""
+
+    fn: str
+    obs: np.ndarray
+    goals: np.ndarray
+
+
 class EpisodePlanner:
     """Per-episode planning state (Algorithm 1). Not thread-safe: one per session.
 
     The graph is solved once here; `step` then costs one batched distance_fn call on
     re-plan steps and one batch-1 policy_fn call otherwise. Callables receive float32
     C-contiguous arrays owned by the planner and must not keep references to them.
+    A server batching many episodes' calls splits `step` into `prepare` (what to compute)
+    and `complete` (the network's output in, the step's result out).
+
+    `landmarks` is an [N, goal_dim] array, or a `LandmarkGraph` that already holds the
+    landmark-landmark part of the solve (a server's landmarks are the same for every episode;
+    training's are not: it adds temporary ones per episode).
     """
 
     def __init__(
         self,
-        landmarks: np.ndarray,
+        landmarks: "np.ndarray | LandmarkGraph",
         goal: np.ndarray,
         value_fn: ValueFn,
         config: PlannerConfig,
@@ -383,10 +629,14 @@ class EpisodePlanner:
     ) -> None:
         config.validate()
         self.config = config
-        self._nodes = _as_nodes(landmarks, goal)
+        graph = landmarks if isinstance(landmarks, LandmarkGraph) else None
+        self._nodes = _as_nodes(graph.landmarks if graph else landmarks, goal)
         self._nodes.flags.writeable = False  # subgoals are returned as views of it
         self._n = self._nodes.shape[0] - 1
-        self._d_cg = distances_to_goal(self._nodes[:-1], self._nodes[-1], value_fn, config)
+        if graph is not None:
+            self._d_cg = graph.distances_to_goal(self._nodes[-1], value_fn, config)
+        else:
+            self._d_cg = distances_to_goal(self._nodes[:-1], self._nodes[-1], value_fn, config)
         self._d_cg.flags.writeable = False
         self.landmark_to_goal: np.ndarray = self._d_cg[:-1]  # [N], inf where unreachable
         self._rng = np.random.default_rng(seed)
@@ -394,6 +644,8 @@ class EpisodePlanner:
         self.replans: int = 0
         self._counter = 0
         self._subgoal = GOAL  # the goal until the first re-plan picks something else
+        self._pending: tuple[int, int] | None = None  # prepared: (index, counter) or re-plan
+        self._prepared = False
         self._obs = np.empty((0, 0), np.float32)  # [N+1, obs_dim] batch, sized on first step
         self._d_sc = np.empty(self._n + 1)  # scratch: state -> candidate distances
         self._total = np.empty(self._n + 1)  # scratch: d_sc + d_cg
@@ -404,16 +656,42 @@ class EpisodePlanner:
 
     def step(self, obs: np.ndarray, distance_fn: DistanceFn, policy_fn: PolicyFn) -> StepResult:
         """One observation [obs_dim] in, one action out."""
+        need = self.prepare(obs)
+        return self.complete((distance_fn if need.fn == DISTANCE else policy_fn)(need.obs, need.goals))
+
+    def prepare(self, obs: np.ndarray) -> Inference:
+        """First half of `step`: the network call this observation needs. Changes no episode
+        state, so a step whose call fails can be prepared again (retried)."""
         self._load_obs(obs)
-        # State changes only after the callables succeed, so a failed step can be retried.
         mode = self.config.mode
         if mode == "policy":
-            result = self._pursue(GOAL, 0, policy_fn)
+            self._pending = (GOAL, 0)
         elif mode == "l3p" and self._counter >= 1:
-            result = self._pursue(self._subgoal, self._counter - 1, policy_fn)
-            self._counter -= 1
+            self._pending = (self._subgoal, self._counter - 1)
         else:
-            result = self._replan(distance_fn)
+            self._pending = None
+        self._prepared = True
+        if self._pending is None:
+            self._obs[1:] = self._obs[0]
+            return Inference(DISTANCE, self._obs, self._nodes)
+        row = self._row(self._pending[0])
+        return Inference(POLICY, self._obs[:1], self._nodes[row : row + 1])
+
+    def complete(self, output) -> StepResult:
+        """Second half of `step`: the output of the call `prepare` asked for -> the result."""
+        if not self._prepared:
+            raise RuntimeError("complete() needs a prepare() first")
+        if self._pending is None:
+            result = self._replan(output)
+        else:
+            index, counter = self._pending
+            actions = np.asarray(output)
+            if actions.ndim != 2 or actions.shape[0] != 1:
+                raise ValueError(f"policy_fn must return [1, action_dim], got shape {actions.shape}")
+            result = StepResult(actions[0], self._nodes[self._row(index)], index, False, counter, 0.0)
+            if self.config.mode == "l3p":
+                self._counter = counter
+        self._prepared = False
         self.step_count += 1
         return result
 
@@ -432,17 +710,9 @@ class EpisodePlanner:
     def _row(self, index: int) -> int:
         return self._n if index == GOAL else index
 
-    def _pursue(self, index: int, counter: int, policy_fn: PolicyFn) -> StepResult:
-        row = self._row(index)
-        actions = np.asarray(policy_fn(self._obs[:1], self._nodes[row : row + 1]))
-        if actions.ndim != 2 or actions.shape[0] != 1:
-            raise ValueError(f"policy_fn must return [1, action_dim], got shape {actions.shape}")
-        return StepResult(actions[0], self._nodes[row], index, False, counter, 0.0)
-
-    def _replan(self, distance_fn: DistanceFn) -> StepResult:
+    def _replan(self, output) -> StepResult:
         cfg, n = self.config, self._n
-        self._obs[1:] = self._obs[0]
-        raw_d, actions = distance_fn(self._obs, self._nodes)
+        raw_d, actions = output
         raw_d, actions = np.asarray(raw_d), np.asarray(actions)
         if raw_d.size != n + 1 or actions.ndim != 2 or actions.shape[0] != n + 1:
             raise ValueError(

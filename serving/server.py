@@ -2,41 +2,49 @@
 
     python -m serving.server --bundle DIR --port 0     # or: l3p serve --bundle DIR ...
 
-Every episode is a session holding its own `EpisodePlanner` (serving/planner.py) behind its own
-lock; the bundle's onnxruntime sessions are shared, since InferenceSession.run is thread-safe.
-Sessions, unary or stream, expire after --session-ttl seconds without a call. Requests over
-64 KiB are refused with RESOURCE_EXHAUSTED (ours are ~100 bytes; see MAX_MESSAGE_BYTES).
-Once listening, the server prints `L3P_SERVER_READY port=<N>` on stdout; logs are JSON lines on
-stderr. SIGTERM/SIGINT: health goes NOT_SERVING, new calls are refused, calls in flight get
---shutdown-grace seconds to finish.
+An asyncio server (grpc.aio): a call or an open Control stream costs no thread. Every episode is
+a session holding its own `EpisodePlanner` (serving/planner.py) behind its own lock; the CPU work
+(onnxruntime, graph solves) runs off the event loop, and the steps of different sessions that
+wait at the same time share one onnxruntime call per network (serving/batching.py; results are
+the same as unbatched). The process caps BLAS at one thread itself (serving/threads.py) and logs
+its pool sizes at start. Sessions, unary or stream, expire after --session-ttl seconds without a
+call. Requests over 64 KiB are refused with RESOURCE_EXHAUSTED (ours are ~100 bytes; see
+MAX_MESSAGE_BYTES). Once listening, the server prints `L3P_SERVER_READY port=<N>` on stdout;
+logs are JSON lines on stderr. SIGTERM/SIGINT: health goes NOT_SERVING (health watches end),
+new calls are refused, calls in flight get --shutdown-grace seconds to finish.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import functools
 import json
 import logging
+import math
 import os
 import signal
 import sys
 import threading
 import time
-from concurrent import futures
 from pathlib import Path
 
 import grpc
 import numpy as np
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from google.protobuf.message import DecodeError
+from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from protos import l3p_planner_pb2 as pb
 from protos import l3p_planner_pb2_grpc as pb_grpc
+from serving.batching import Engine
 from serving.bundle import Bundle, BundleError, load_bundle
+from serving.health import SERVING, HealthService
+from serving.health import SERVICE_NAME as HEALTH_SERVICE_NAME
 from serving.metrics import Metrics
-from serving.planner import EpisodePlanner
 from serving.sessions import Session, SessionLimitError, SessionNotFoundError, SessionStore
+from serving.threads import limit_blas_threads
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Planner"].full_name  # "l3p.v1.Planner"
 
@@ -44,10 +52,18 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Planner"].full_name  # "l3p.v1.Pl
 # gRPC itself answers RESOURCE_EXHAUSTED ("Received message larger than max") past it.
 MAX_MESSAGE_BYTES = 64 * 1024
 
+# StartEpisodeResponse.landmark_to_goal for a landmark the goal cannot be reached from
+# (documented in the .proto; a float field has no portable infinity for every client).
+UNREACHABLE = -1.0
+
 _MODES = {pb.PLANNER_MODE_L3P: "l3p", pb.PLANNER_MODE_NAIVE: "naive", pb.PLANNER_MODE_POLICY: "policy"}
 _SEARCHES = {pb.SEARCH_KIND_SOFT: "soft", pb.SEARCH_KIND_HARD: "hard", pb.SEARCH_KIND_EXPECTATION: "expectation"}
 _MODE_ENUM = {name: value for value, name in _MODES.items()}
 _SEARCH_ENUM = {name: value for value, name in _SEARCHES.items()}
+
+# Max queue delay of the cross-session batcher (--batch-delay-us), chosen with
+# benchmarks/serve_latency.py: see README's serving table.
+DEFAULT_BATCH_DELAY_US = 0
 
 log = logging.getLogger("l3p.serving")
 
@@ -60,10 +76,6 @@ class StreamOrderError(RuntimeError):
     pass
 
 
-class StreamLimitError(RuntimeError):
-    pass
-
-
 # The application's error model: each expected failure maps to one status code. Anything else
 # is a bug and is answered INTERNAL with a short message (never UNKNOWN, never a traceback).
 _STATUS_OF = (
@@ -71,7 +83,6 @@ _STATUS_OF = (
     (SessionNotFoundError, grpc.StatusCode.NOT_FOUND),
     (StreamOrderError, grpc.StatusCode.FAILED_PRECONDITION),
     (SessionLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (StreamLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
 )
 
 
@@ -79,78 +90,95 @@ def _event(level: int, event: str, exc_info: BaseException | None = None, **fiel
     log.log(level, event, exc_info=exc_info, extra={"fields": fields})
 
 
+class Malformed:
+    """A request body that does not parse as its message type. Our deserializers return it
+    instead of raising, so the handler answers INVALID_ARGUMENT (gRPC itself would answer
+    INTERNAL and log an error-level traceback)."""
+
+    def __init__(self, message_type, error: Exception):
+        self.message = (
+            f"the request body is not a valid {message_type.DESCRIPTOR.full_name} message "
+            f"({error}); build it with stubs generated from protos/l3p_planner.proto"
+        )
+
+
+def _parser(message_type):
+    def parse(data: bytes):
+        try:
+            return message_type.FromString(data)
+        except (DecodeError, ValueError, RuntimeError) as exc:
+            return Malformed(message_type, exc)
+
+    return parse
+
+
+def _checked(request):
+    if isinstance(request, Malformed):
+        raise InvalidRequestError(request.message)
+    return request
+
+
 def _answers_errors(handler):
     """Turns a unary handler's exceptions into the error model's status codes."""
 
     @functools.wraps(handler)
-    def wrapper(self, request, context):
+    async def wrapper(self, request, context):
         try:
-            return handler(self, request, context)
+            return await handler(self, _checked(request), context)
         except Exception as exc:
-            self._abort(context, exc, handler.__name__)
+            await self._abort(context, exc, handler.__name__)
 
     return wrapper
 
 
-def stream_slots(workers: int) -> int:
-    """Control streams allowed at once. Each open stream holds a worker thread for its whole
-    episode; keeping a few threads for unary calls means a stream past the limit is answered
-    RESOURCE_EXHAUSTED at once instead of waiting silently for a free thread."""
-    return max(1, workers - min(4, workers // 2))
-
-
 class PlannerServicer(pb_grpc.PlannerServicer):
-    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics, workers: int = 64):
+    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics, engine: Engine):
         self._bundle = bundle
         self._store = store
         self._metrics = metrics
+        self._engine = engine
         self._model_info = model_info(bundle)
-        self._workers = workers
-        self._max_streams = stream_slots(workers)
-        self._stream_slots = threading.BoundedSemaphore(self._max_streams)
 
     @_answers_errors
-    def GetModelInfo(self, request, context):
+    async def GetModelInfo(self, request, context):
         return self._model_info
 
     @_answers_errors
-    def StartEpisode(self, request, context):
-        return self._start(request)[1]
+    async def StartEpisode(self, request, context):
+        session, response = await self._start(request)
+        # A call that ended without delivering its answer (deadline passed while solving,
+        # client gone) must not leave a session nobody knows the id of.
+        context.add_done_callback(
+            lambda ctx: ctx.cancelled() and self._discard(session.id, "start_not_delivered")
+        )
+        return response
 
     @_answers_errors
-    def Act(self, request, context):
-        return self._act(request.session_id, request.observation)
+    async def Act(self, request, context):
+        return await self._act(self._store.get(request.session_id), request.observation)
 
     @_answers_errors
-    def EndEpisode(self, request, context):
+    async def EndEpisode(self, request, context):
         session = self._store.pop(request.session_id)
-        with session.lock:  # a step still in flight is counted
+        async with session.lock:  # a step still in flight is counted
             planner = session.planner
             steps, replans = planner.step_count, planner.replans
         _event(logging.INFO, "session_ended", session=session.id, steps=steps, replans=replans,
                reason="end_episode")
         return pb.EndEpisodeResponse(steps=steps, replans=replans)
 
-    def Control(self, request_iterator, context):
-        if not self._stream_slots.acquire(blocking=False):
-            self._abort(context, StreamLimitError(
-                f"all {self._max_streams} Control stream slots are in use (the server runs "
-                f"--workers {self._workers}); retry later, start the server with more --workers, "
-                f"or use unary Act"), "Control")
+    async def Control(self, request_iterator, context):
         session = None
         try:
-            for request in request_iterator:
-                kind = request.WhichOneof("msg")
+            async for request in request_iterator:
+                kind = _checked(request).WhichOneof("msg")
                 if kind == "start":
                     if session is not None:
                         raise StreamOrderError(
                             "a second 'start' on this Control stream: one stream carries one "
                             "episode; open a new stream for the next"
                         )
-                    session, started = self._start(request.start)
-                    # Runs when the RPC ends for any reason: completion, error, client cancel.
-                    if not context.add_callback(functools.partial(self._end_stream, session.id)):
-                        self._end_stream(session.id)  # the RPC already ended
+                    session, started = await self._start(request.start)
                     yield pb.ControlResponse(started=started)
                 elif kind == "observation":
                     if session is None:
@@ -158,47 +186,52 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                             "'observation' before 'start': the first message on a Control "
                             "stream must be 'start' carrying the goal"
                         )
-                    yield pb.ControlResponse(
-                        action=self._act(session.id, request.observation.observation)
-                    )
+                    action = await self._act(session, request.observation.observation)
+                    yield pb.ControlResponse(action=action)
                 else:
                     raise InvalidRequestError(
                         "ControlRequest has no message: set 'start' or 'observation'"
                     )
         except Exception as exc:
-            if context.is_active():  # else the client is gone and nobody reads an answer
-                self._abort(context, exc, "Control")
-        finally:
-            self._stream_slots.release()
+            if not context.done():  # else the client is gone and nobody reads an answer
+                await self._abort(context, exc, "Control")
+        finally:  # the stream ended for whatever reason: completion, error, client gone
+            if session is not None:
+                self._discard(session.id, "stream_closed")
 
     # -- the work shared by unary calls and the stream
 
-    def _start(self, request: pb.StartEpisodeRequest) -> tuple[Session, pb.StartEpisodeResponse]:
+    async def _start(self, request: pb.StartEpisodeRequest) -> tuple[Session, pb.StartEpisodeResponse]:
         bundle = self._bundle
         goal = self._vector(request.goal, "goal", bundle.goal_dim, "goal_dim")
         config, seed = self._episode_config(request.options)
         self._store.check_capacity()  # before the graph solve, the costly part of a start
-        planner = EpisodePlanner(bundle.landmarks, goal, bundle.value_fn, config, seed=seed)
+        planner = await self._engine.start_episode(goal, config, seed)
         session = self._store.add(planner)
         self._metrics.sessions_started.inc()
         _event(logging.INFO, "session_started", session=session.id, mode=config.mode,
                search=config.search, seed=seed, live=len(self._store))
+        to_goal = planner.landmark_to_goal
         return session, pb.StartEpisodeResponse(
             session_id=session.id,
             n_landmarks=bundle.n_landmarks,
-            landmark_to_goal=planner.landmark_to_goal,
+            landmark_to_goal=np.where(np.isfinite(to_goal), to_goal, UNREACHABLE).tolist(),
         )
 
-    def _act(self, session_id: str, observation) -> pb.ActResponse:
+    async def _act(self, session: Session, observation) -> pb.ActResponse:
         started = time.perf_counter()
         obs = self._vector(observation, "observation", self._bundle.obs_dim, "obs_dim")
-        session = self._store.get(session_id)
-        with session.lock:
-            step = session.planner.step_count
-            result = session.planner.step(obs, self._bundle.distance_fn, self._bundle.policy_fn)
+        async with session.lock:
+            planner = session.planner
+            step = planner.step_count
+            need = planner.prepare(obs)
+            result = planner.complete(await self._engine.infer(need))
+        bundle = self._bundle
         response = pb.ActResponse(
-            action=result.action.tolist(),  # lists convert to repeated fields 2x faster than arrays
-            subgoal=result.subgoal.tolist(),
+            # Within the bundle's bounds: the actor's tanh output scaled in float32 can overshoot
+            # by an ulp (-1.0000001 seen for a +-1 box).
+            action=np.clip(result.action, bundle.action_low, bundle.action_high).tolist(),
+            subgoal=result.subgoal.tolist(),  # lists convert to repeated fields 2x faster
             subgoal_index=result.subgoal_index,
             replanned=result.replanned,
             counter=result.counter,
@@ -211,12 +244,12 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         self._metrics.step_latency[result.replanned].observe(time.perf_counter() - started)
         return response
 
-    def _end_stream(self, session_id: str) -> None:
+    def _discard(self, session_id: str, reason: str) -> None:
         session = self._store.discard(session_id)
         if session is not None:  # else EndEpisode or the TTL removed it first
             _event(logging.INFO, "session_ended", session=session.id,
                    steps=session.planner.step_count, replans=session.planner.replans,
-                   reason="stream_closed")
+                   reason=reason)
 
     def _vector(self, values, field: str, dim: int, dim_name: str) -> np.ndarray:
         if len(values) != dim:
@@ -255,7 +288,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
             raise InvalidRequestError(f"options.{exc}") from None
         return config, (options.seed if options.HasField("seed") else None)
 
-    def _abort(self, context: grpc.ServicerContext, exc: Exception, method: str) -> None:
+    async def _abort(self, context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
         code = next((code for kind, code in _STATUS_OF if isinstance(exc, kind)), None)
         if code is None:
             _event(logging.ERROR, "internal_error", method=method, error=repr(exc), exc_info=exc)
@@ -264,7 +297,31 @@ class PlannerServicer(pb_grpc.PlannerServicer):
             message = str(exc)
             _event(logging.INFO, "request_error", method=method, code=code.name, message=message)
         self._metrics.errors.labels(code.name).inc()
-        context.abort(code, message)
+        await context.abort(code, message)
+
+
+def planner_handlers(servicer: PlannerServicer) -> dict[str, grpc.RpcMethodHandler]:
+    """The Planner service's method handlers, with request parsers that never raise (Malformed)."""
+    unary = {
+        "GetModelInfo": (pb.GetModelInfoRequest, pb.ModelInfo),
+        "StartEpisode": (pb.StartEpisodeRequest, pb.StartEpisodeResponse),
+        "Act": (pb.ActRequest, pb.ActResponse),
+        "EndEpisode": (pb.EndEpisodeRequest, pb.EndEpisodeResponse),
+    }
+    handlers = {
+        name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, name),
+            request_deserializer=_parser(request),
+            response_serializer=response.SerializeToString,
+        )
+        for name, (request, response) in unary.items()
+    }
+    handlers["Control"] = grpc.stream_stream_rpc_method_handler(
+        servicer.Control,
+        request_deserializer=_parser(pb.ControlRequest),
+        response_serializer=pb.ControlResponse.SerializeToString,
+    )
+    return handlers
 
 
 def model_info(bundle: Bundle) -> pb.ModelInfo:
@@ -293,8 +350,21 @@ def model_info(bundle: Bundle) -> pb.ModelInfo:
     )
 
 
+def onnxruntime_threads(bundle: Bundle) -> dict[str, int]:
+    """The onnxruntime pool sizes the bundle's sessions run with (the largest over them)."""
+    options = [graph.get_session_options() for graph in (bundle.actor, bundle.distance, bundle.value)]
+    return {
+        "onnxruntime_intra_op_threads": max(o.intra_op_num_threads for o in options),
+        "onnxruntime_inter_op_threads": max(o.inter_op_num_threads for o in options),
+    }
+
+
 class PlannerServer:
-    """The gRPC server with the planner, health and reflection services and the TTL reaper."""
+    """The asyncio gRPC server (planner, health, reflection) and the TTL reaper, run on an event
+    loop of its own thread, so callers (the command line, tests) drive it synchronously.
+
+    `interceptors` are grpc.aio server interceptors, applied to every service.
+    """
 
     def __init__(
         self,
@@ -304,13 +374,36 @@ class PlannerServer:
         port: int = 0,
         session_ttl_s: float = 300.0,
         max_sessions: int = 1024,
-        workers: int = 64,
+        batch_delay_s: float = 0.0,
+        interceptors: tuple = (),
     ):
+        self.bundle = bundle
         self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire)
         self.metrics = Metrics(sessions_live=lambda: len(self.store))
-        self.health = health.HealthServicer()
-        self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="l3p-rpc"),
+        self.engine = Engine(bundle, max_delay_s=batch_delay_s, metrics=self.metrics)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="l3p-grpc", daemon=True)
+        self._thread.start()
+        self._stopped = threading.Event()
+        self._stopping: asyncio.Task | None = None
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            self.port = self._run(self._create(address, interceptors))
+        except BaseException:
+            self._close_loop()
+            raise
+        self._reaper_stop = threading.Event()
+        self._reaper = threading.Thread(
+            target=self.store.run_reaper,
+            args=(self._reaper_stop, min(1.0, session_ttl_s / 2)),
+            name="l3p-session-reaper",
+            daemon=True,
+        )
+
+    async def _create(self, address: str, interceptors: tuple) -> int:
+        self.health = HealthService()
+        self._server = grpc.aio.server(
+            interceptors=interceptors,
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 # Ping idle connections so a robot that vanished without closing its stream is
@@ -322,41 +415,59 @@ class PlannerServer:
                 ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
-        pb_grpc.add_PlannerServicer_to_server(
-            PlannerServicer(bundle, self.store, self.metrics, workers), self._server
+        self.servicer = PlannerServicer(self.bundle, self.store, self.metrics, self.engine)
+        handlers = planner_handlers(self.servicer)
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),)
         )
+        self._server.add_registered_method_handlers(SERVICE_NAME, handlers)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server
+            (SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), self._server
         )
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        self.port = self._server.add_insecure_port(address)  # RuntimeError if it cannot bind
-        self._reaper_stop = threading.Event()
-        self._reaper = threading.Thread(
-            target=self.store.run_reaper,
-            args=(self._reaper_stop, min(1.0, session_ttl_s / 2)),
-            name="l3p-session-reaper",
-            daemon=True,
-        )
+        return self._server.add_insecure_port(address)  # RuntimeError if it cannot bind
 
     def start(self) -> None:
-        self._server.start()
+        self._run(self._start())
         self._reaper.start()
+
+    async def _start(self) -> None:
+        await self._server.start()
         for service in ("", SERVICE_NAME):  # "" is the server as a whole
-            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+            self.health.set(service, SERVING)
 
     def stop(self, grace_s: float | None) -> None:
         """Health NOT_SERVING, refuse new calls, give calls in flight grace_s to finish.
 
-        Returns at once; wait_for_termination() returns when the server has stopped.
-        A second call with a smaller grace stops sooner (gRPC semantics)."""
-        self.health.enter_graceful_shutdown()
-        self._server.stop(grace_s)
+        Returns at once (safe from a signal handler); wait_for_termination() returns when the
+        server has stopped. A second call with a smaller grace stops sooner (gRPC semantics)."""
+        self._loop.call_soon_threadsafe(self._begin_stop, grace_s)
         self._reaper_stop.set()
 
+    def _begin_stop(self, grace_s: float | None) -> None:
+        stopping = self._loop.create_task(self._stop(grace_s))
+        if self._stopping is None:
+            self._stopping = stopping
+            stopping.add_done_callback(lambda _: self._stopped.set())
+
+    async def _stop(self, grace_s: float | None) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self._server.stop(grace_s)
+
     def wait_for_termination(self) -> None:
-        # grpc waits in short slices, so signal handlers run promptly in the main thread.
-        self._server.wait_for_termination()
+        # Waits in short slices, so signal handlers run promptly in the main thread.
+        while not self._stopped.wait(0.2):
+            pass
+        self._close_loop()
+
+    def _close_loop(self) -> None:
+        self.engine.close()
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def _run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     def _on_expire(self, session: Session) -> None:
         self.metrics.sessions_expired.inc()
@@ -405,6 +516,13 @@ def _port(text: str) -> int:
     return value
 
 
+def _microseconds(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"expected microseconds in [0, 1000000], got {text}")
+    return value
+
+
 def _seconds(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -423,9 +541,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds an idle episode is kept (default 300)")
     parser.add_argument("--max-sessions", type=_count, default=1024,
                         help="live episodes at most; more answer RESOURCE_EXHAUSTED (default 1024)")
-    parser.add_argument("--workers", type=_count, default=64,
-                        help="RPC worker threads (default 64); each open Control stream holds one, "
-                             "and all but 4 may be streams (more answer RESOURCE_EXHAUSTED)")
+    parser.add_argument("--batch-delay-us", type=_microseconds, default=DEFAULT_BATCH_DELAY_US,
+                        help="max queue delay: how long the first step of a batch waits for the "
+                             "steps of other sessions to share its onnxruntime call (default "
+                             f"{DEFAULT_BATCH_DELAY_US}; steps that arrive while a call runs are "
+                             "batched whatever this is)")
     parser.add_argument("--shutdown-grace", type=_seconds, default=10.0,
                         help="seconds calls in flight may take to finish on SIGTERM (default 10)")
     parser.add_argument("--log-level", default="info",
@@ -439,15 +559,17 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
+    blas = limit_blas_threads(1)  # before any BLAS work (the bundle's graph solve)
     try:
         bundle = load_bundle(args.bundle)
+        _event(logging.INFO, "thread_pools", blas_threads=blas, **onnxruntime_threads(bundle))
         server = PlannerServer(
             bundle,
             host=args.host,
             port=args.port,
             session_ttl_s=args.session_ttl,
             max_sessions=args.max_sessions,
-            workers=args.workers,
+            batch_delay_s=args.batch_delay_us * 1e-6,
         )
         if args.metrics_port:
             server.metrics.serve_http(args.metrics_port, args.host)
@@ -478,7 +600,7 @@ def run_serve(args: argparse.Namespace) -> int:
     _event(logging.INFO, "serving", host=args.host, port=server.port, env_id=bundle.env_id,
            bundle=str(args.bundle), bundle_sha256=bundle.sha256, n_landmarks=bundle.n_landmarks,
            metrics_port=args.metrics_port or None, session_ttl_s=args.session_ttl,
-           max_sessions=args.max_sessions, workers=args.workers,
+           max_sessions=args.max_sessions, batch_delay_us=args.batch_delay_us,
            max_message_bytes=MAX_MESSAGE_BYTES)
     print(f"L3P_SERVER_READY port={server.port}", flush=True)
     server.wait_for_termination()

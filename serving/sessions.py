@@ -1,11 +1,13 @@
 """The session store: live episodes by id, bounded in number, freed after an idle TTL.
 
-One lock guards the dictionary and is held only for dictionary work. Inference runs under the
-session's own lock (`Session.lock`), so episodes never wait for each other.
+One lock guards the dictionary and is held only for dictionary work (the store is used from
+the server's event loop and from the TTL reaper's thread). A step runs under the session's own
+asyncio lock (`Session.lock`), so episodes never wait for each other.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import threading
 import time
@@ -27,7 +29,7 @@ class Session:
     id: str
     planner: Any  # serving.planner.EpisodePlanner; the store does not look inside
     last_used: float
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one step at a time
 
 
 class SessionStore:

@@ -19,9 +19,13 @@ import numpy as np
 import pytest
 
 from serving.planner import (
+    DISTANCE,
+    MIN_TEMPERATURE,
     MODES,
+    POLICY,
     SEARCHES,
     EpisodePlanner,
+    LandmarkGraph,
     PlannerConfig,
     StepResult,
     distances_to_goal,
@@ -771,6 +775,12 @@ def test_planner_outputs_are_protected() -> None:
         ({"local_horizon": -0.5}, "local_horizon must be a finite number >= 0, got -0.5"),
         ({"counter_extra": -1}, "counter_extra must be an integer >= 0, got -1"),
         ({"sample_subgoal": "yes"}, "sample_subgoal must be a bool, got 'yes'"),
+        # Subnormal: 1 / temperature overflows and the soft search would turn pairs unreachable.
+        (
+            {"temperature": 5e-324},
+            "temperature must be >= 1e-06 (smaller values underflow the soft search; "
+            "search=hard is its exact limit), got 5e-324",
+        ),
     ],
 )
 def test_config_validation_messages(overrides: dict, message: str) -> None:
@@ -851,3 +861,142 @@ def test_wormhole_hard_and_expectation_pick_different_subgoals() -> None:
     # A clearly too-short wormhole fools every search alike: none of them down-weights it.
     landmarks, goal, value_fn, a, w, _ = wormhole_world(wormhole_margin=-5.0)
     assert {first_pick(s, landmarks, goal, value_fn) for s in SEARCHES} == {w}
+
+
+# ------------------------------------------------------- landmark graph (per-bundle cache)
+
+
+def scattered_landmarks(seed: int, n: int = 60) -> np.ndarray:
+    """n points in a 60 x 60 plane world: long paths, many cut edges, some far landmarks."""
+    return np.random.default_rng(seed).uniform(0.0, 60.0, (n, 2)).astype(np.float32)
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"temperature": 1e-3}, {"temperature": 0.1}, {"temperature": 5.0},
+     {"d_max": 6.0, "adaptive_cut": False}, {"d_max": 40.0}, {"search_iterations": 3}],
+)
+def test_landmark_graph_equals_the_from_scratch_solve(search: str, overrides: dict) -> None:
+    config = PlannerConfig(search=search, **overrides)
+    rng = np.random.default_rng(7)
+    for seed in range(3):
+        landmarks = scattered_landmarks(seed)
+        graph = LandmarkGraph(landmarks, plane_value_fn)
+        for goal in rng.uniform(-10.0, 70.0, (4, 2)):  # some goals outside the landmarks' area
+            expected = distances_to_goal(landmarks, goal, plane_value_fn, config)
+            cached = graph.distances_to_goal(goal, plane_value_fn, config)
+            # Equal up to float summation order (matrix-vector vs matrix products).
+            assert_same_distances(cached, expected, atol=1e-9)
+            assert cached[-1] == 0.0
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_landmark_graph_unreachable_and_tiny_cases(search: str) -> None:
+    # Two one-way islands; the goal is reachable from the first only.
+    table = np.full((5, 5), 100.0)
+    np.fill_diagonal(table, 0.0)
+    table[0, 1] = table[1, 4] = 2.0
+    table[2, 3] = table[3, 2] = 1.0
+    landmarks, goal = table_nodes(4)
+    config = PlannerConfig(search=search, adaptive_cut=False)
+    graph = LandmarkGraph(landmarks, table_value_fn(table))
+    cached = graph.distances_to_goal(goal, table_value_fn(table), config)
+    assert_same_distances(cached, distances_to_goal(landmarks, goal, table_value_fn(table), config))
+    assert np.isinf(cached[2:4]).all() and cached[1] == pytest.approx(2.0)
+
+    calls: list = []
+    empty = LandmarkGraph(np.zeros((0, 3)), table_value_fn(table, calls))
+    np.testing.assert_array_equal(empty.distances_to_goal(np.ones(3), no_value, config), [0.0])
+    assert calls == []
+
+
+def no_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    raise AssertionError("value_fn must not be called here")
+
+
+def test_landmark_graph_costs_n_value_calls_per_start() -> None:
+    landmarks = scattered_landmarks(1, n=20)
+    calls: list = []
+
+    def counting(a, b):
+        calls.append(len(a))
+        return plane_value_fn(a, b)
+
+    graph = LandmarkGraph(landmarks, counting)
+    assert calls == [20 * 20]  # the landmark-landmark block, once
+    graph.prepare(PlannerConfig())
+    for goal in ([3.0, 4.0], [50.0, 10.0]):
+        calls.clear()
+        graph.distances_to_goal(np.array(goal), counting, PlannerConfig())
+        assert calls == [20]  # landmark -> goal only
+
+
+def test_landmark_graph_keeps_prepared_blocks_and_bounds_the_others() -> None:
+    graph = LandmarkGraph(scattered_landmarks(2, n=12), plane_value_fn, max_cached=2)
+    default = PlannerConfig()
+    graph.prepare(default)
+    goal = np.array([30.0, 30.0])
+    for temperature in (0.5, 0.6, 0.7, 0.8):
+        config = default.replace(temperature=temperature)
+        assert_same_distances(graph.distances_to_goal(goal, plane_value_fn, config),
+                              distances_to_goal(graph.landmarks, goal, plane_value_fn, config))
+    keys = list(graph._blocks)
+    assert len(keys) == 3 and keys[0][3] == default.temperature  # pinned + the 2 latest
+    assert [k[3] for k in keys[1:]] == [0.7, 0.8]
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_planner_on_a_landmark_graph_acts_like_the_plain_planner(search: str) -> None:
+    landmarks, goal = plane_landmarks()
+    config = PlannerConfig(search=search, sample_subgoal=True, local_horizon=0.0)
+    graph = LandmarkGraph(landmarks, plane_value_fn)
+    plain = EpisodePlanner(landmarks, goal, plane_value_fn, config, seed=3)
+    cached = EpisodePlanner(graph, goal, plane_value_fn, config, seed=3)
+    np.testing.assert_allclose(cached.landmark_to_goal, plain.landmark_to_goal, rtol=0, atol=1e-9)
+    fns = PlaneFns()
+    obs_a = obs_b = np.zeros(2)
+    for _ in range(60):
+        a = plain.step(obs_a, fns.distance_fn, fns.policy_fn)
+        b = cached.step(obs_b, fns.distance_fn, fns.policy_fn)
+        assert (a.subgoal_index, a.replanned, a.counter) == (b.subgoal_index, b.replanned, b.counter)
+        np.testing.assert_array_equal(a.action, b.action)
+        obs_a, obs_b = obs_a + a.action, obs_b + b.action
+
+
+def test_prepare_and_complete_split_a_step() -> None:
+    landmarks, goal = plane_landmarks()
+    config = PlannerConfig(local_horizon=0.0)
+    whole = EpisodePlanner(landmarks, goal, plane_value_fn, config, seed=0)
+    split = EpisodePlanner(landmarks, goal, plane_value_fn, config, seed=0)
+    fns = PlaneFns()
+    obs = np.zeros(2)
+    kinds = set()
+    for _ in range(40):
+        expected = whole.step(obs, fns.distance_fn, fns.policy_fn)
+        need = split.prepare(obs)
+        kinds.add(need.fn)
+        if need.fn == DISTANCE:
+            assert need.obs.shape == (len(landmarks) + 1, 2) and need.goals.shape == need.obs.shape
+            output = fns.distance_fn(need.obs, need.goals)
+        else:
+            assert need.fn == POLICY and need.obs.shape == (1, 2) and need.goals.shape == (1, 2)
+            output = fns.policy_fn(need.obs, need.goals)
+        if len(kinds) == 1 and need.fn == DISTANCE:  # a failed call: prepare again, no change
+            split.prepare(obs)
+        result = split.complete(output)
+        assert (result.subgoal_index, result.replanned, result.counter) == (
+            expected.subgoal_index, expected.replanned, expected.counter)
+        np.testing.assert_array_equal(result.action, expected.action)
+        obs = obs + result.action
+    assert kinds == {POLICY, DISTANCE} and split.step_count == 40
+    with pytest.raises(RuntimeError, match="complete.. needs a prepare"):
+        split.complete(output)
+
+
+def test_soft_search_rejects_a_subnormal_temperature() -> None:
+    w = known_graphs()["random_sparse_0"]
+    with pytest.raises(ValueError, match="temperature must be >= 1e-06"):
+        shortest_paths_soft(w, 5e-324, 20)
+    # The smallest accepted temperature is still the exact (min-plus) search.
+    assert_same_distances(shortest_paths_soft(w, MIN_TEMPERATURE, 20), dijkstra_all_pairs(w))

@@ -23,7 +23,7 @@ from protos import l3p_planner_pb2 as pb
 from protos import l3p_planner_pb2_grpc as pb_grpc
 from serving.bundle import BundleError, bundle_digest, load_bundle, session_options
 from serving.planner import PlannerConfig
-from serving.server import JsonFormatter, PlannerServer, add_serve_arguments
+from serving.server import DEFAULT_BATCH_DELAY_US, JsonFormatter, PlannerServer, add_serve_arguments
 from serving.sessions import SessionLimitError, SessionNotFoundError, SessionStore
 
 # ---------------------------------------------------------------------------- bundle loader
@@ -303,11 +303,12 @@ def test_serve_arguments():
     parser = argparse.ArgumentParser()
     add_serve_arguments(parser)
     args = parser.parse_args(["--bundle", "b"])
-    assert (args.host, args.port, args.session_ttl, args.max_sessions, args.workers) == (
-        "127.0.0.1", 50051, 300.0, 1024, 64,
+    assert (args.host, args.port, args.session_ttl, args.max_sessions, args.batch_delay_us) == (
+        "127.0.0.1", 50051, 300.0, 1024, DEFAULT_BATCH_DELAY_US,
     )
     assert args.metrics_port == 0 and args.bundle == Path("b")
-    for bad in (["--port", "70000"], ["--max-sessions", "0"], ["--session-ttl", "-1"]):
+    for bad in (["--port", "70000"], ["--max-sessions", "0"], ["--session-ttl", "-1"],
+                ["--batch-delay-us", "-5"]):
         with pytest.raises(SystemExit):
             parser.parse_args(["--bundle", "b", *bad])
     with pytest.raises(SystemExit):

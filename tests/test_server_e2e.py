@@ -264,7 +264,8 @@ def test_policy_mode_never_replans(stub):
 
 
 def test_naive_mode_replans_every_step(stub):
-    options = pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, sample_subgoal=True, temperature=50.0, seed=4)
+    options = pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, sample_subgoal=True, temperature=50.0, seed=4,
+                                local_horizon=0.0)  # naive keeps the local horizon: untrained D is ~0.7
     _, responses = run_unary(stub, seed=2, options=options)
     assert all(r.replanned for r in responses)
     assert {r.counter for r in responses} == {0}
@@ -387,7 +388,7 @@ class TestErrors:
             (start(goal=[1.0, float("-inf"), 2.0]), "goal[1] is -inf, expected a finite number"),
             (start(mode=7), "options.mode is 7, not a known PlannerMode; expected one of "
                             "PLANNER_MODE_L3P, PLANNER_MODE_NAIVE, PLANNER_MODE_POLICY"),
-            (start(search=3), "options.search is 3, not a known SearchKind"),
+            (start(search=9), "options.search is 9, not a known SearchKind"),
             (start(d_max=-1.0), config_error(d_max=-1.0)),
             (start(temperature=0.0), config_error(temperature=0.0)),
             (start(temperature=float("nan")), "options.temperature must be a finite number > 0"),
@@ -505,27 +506,31 @@ def test_idle_sessions_expire(short_ttl_server):
     assert "idle for more than 1 s (expired)" in error.details()
 
 
-def test_streams_past_the_worker_budget_are_refused_not_stalled(untrained_bundle):
-    """--workers 6 allows 3 streams (3 threads stay for unary calls); a fourth is refused at once."""
-    for served in serve(untrained_bundle, "--workers", "6"):
+def test_streams_cost_no_thread_and_past_the_session_limit_are_refused_not_stalled(untrained_bundle):
+    """120 open streams (the threaded server allowed 60 with its 64 workers) are all served; one
+    past --max-sessions is refused at once, and unary calls and the open streams carry on."""
+    for served in serve(untrained_bundle, "--max-sessions", "121"):
         obs, goal = initial(3)
-        open_streams = [StreamEpisode(served.stub) for _ in range(3)]
+        open_streams = [StreamEpisode(served.stub) for _ in range(120)]
         for stream in open_streams:
             stream.start(goal)
+        assert all(np.isfinite(stream.act(obs).action).all() for stream in open_streams)
+        run_unary(served.stub, seed=4, steps=3)  # the 121st session, ended
+        blocker = StreamEpisode(served.stub)
+        blocker.start(goal)
         extra = StreamEpisode(served.stub)
         with pytest.raises(grpc.RpcError) as refused_call:
             extra.start(goal)
         assert refused_call.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "all 3 Control stream slots are in use" in refused_call.value.details()
-        # unary episodes and the open streams carry on
-        run_unary(served.stub, seed=4, steps=3)
+        assert "session limit reached: 121 live sessions" in refused_call.value.details()
         assert all(np.isfinite(stream.act(obs).action).all() for stream in open_streams)
-        open_streams.pop().close()  # a freed slot is usable again
+        blocker.close()  # a freed session is usable again
         again = StreamEpisode(served.stub)
         assert again.start(goal).session_id
         again.close()
         for stream in open_streams:
             stream.close()
+        wait_until(lambda: served.live_sessions() == 0, "every stream's session to be freed")
 
 
 def test_a_server_started_by_local_server_exits_when_its_parent_is_killed(untrained_bundle):
