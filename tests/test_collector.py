@@ -52,9 +52,9 @@ def test_batched_planner_steps_match_one_call_per_env(tmp_path):
         for i, p in enumerate(single):
             r = p.step(obs["observation"][i], agent.distance_fn, agent.act)
             np.testing.assert_allclose(actions[i], r.action, atol=1e-5)
-            assert (batched[i]._subgoal, batched[i]._counter) == (p._subgoal, p._counter)
+        assert [p.replans for p in batched] == [p.replans for p in single]
         obs, _ = env.step(actions)
-    assert sum(p.replans for p in single) > len(single)  # re-plans and pursuits both happened
+    assert len(single) < sum(p.replans for p in single) < 20 * len(single)  # re-plans and pursuits both happened
 
 
 def test_a_failing_collector_raises_in_the_learner(tmp_path):

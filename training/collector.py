@@ -227,7 +227,7 @@ def _collector_main(cfg: TrainConfig, conn, weights: dict[str, torch.Tensor]) ->
             except Exception:  # reported to the learner, which raises it
                 reply = traceback.format_exc()
             conn.send(reply)
-    except EOFError:  # the learner is gone
+    except (EOFError, OSError):  # the learner is gone (or went while we answered)
         pass
     finally:
         env.close()

@@ -24,6 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -199,11 +200,12 @@ class Trainer:
 
     # ----- the loop -----
     def train(self, show_progress: bool = True, until_env_steps: int | None = None,
-              stop: threading.Event | None = None) -> Progress:
+              stop: threading.Event | None = None, on_cycle: Callable[[Progress], None] | None = None) -> Progress:
         """Train to ``total_env_steps`` (or stop early at ``until_env_steps``, evaluating and checkpointing).
 
         When ``stop`` is set (e.g. by a SIGINT handler) the loop finishes its cycle, writes a
-        checkpoint and returns, so the run can be resumed exactly."""
+        checkpoint and returns, so the run can be resumed exactly. ``on_cycle`` is called after
+        each cycle's updates, before its evaluation (benchmarks time cycles with it)."""
         cfg, agent, p = self.cfg, self.agent, self.progress
         target = cfg.total_env_steps if until_env_steps is None else min(until_env_steps, cfg.total_env_steps)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -246,6 +248,8 @@ class Trainer:
                 p.env_steps += steps_per_cycle
                 p.wall_time_s += time.perf_counter() - t0
                 bar.update(steps_per_cycle)
+                if on_cycle is not None:
+                    on_cycle(p)
 
                 last = p.env_steps >= target
                 if p.cycle % cfg.eval_every_cycles == 0 or last:
