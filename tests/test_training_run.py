@@ -180,12 +180,15 @@ def test_sigint_checkpoints_and_the_run_resumes(tmp_path, signame, collector):
            "--no-progress", *sets]
     env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not (tmp_path / "run" / "checkpoint.pt").exists():  # training is under way
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    proc.send_signal(getattr(signal, signame))
-    _, err = proc.communicate(timeout=300)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "run" / "checkpoint.pt").exists():  # training is under way
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(getattr(signal, signame))
+        _, err = proc.communicate(timeout=300)
+    finally:  # a failed or interrupted test must not leave a 100 k-step run behind
+        proc.kill()
     assert proc.returncode == 130, err
     assert "checkpoint saved" in err and "l3p train --resume run" in err and "Traceback" not in err
     steps = load_checkpoint(tmp_path / "run")["progress"]["env_steps"]
