@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--env", default="FetchPush-v4")
     ap.add_argument("--cycles", type=int, default=6, help="training cycles after warm-up")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--collector", choices=["process", "inline"], default="process",
+                    help="collect in a second process (the trainer's default) or in the learner's")
     ap.add_argument("--run-dir", type=Path, help="also summarize this finished run's progress.csv")
     ap.add_argument("--out", type=Path, help="write the results as JSON")
     args = ap.parse_args(argv)
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     steps_per_cycle = base.n_envs * 50
     warm_cycles = -(-base.warmup_episodes // base.n_envs)
     cfg = base.replace(total_env_steps=(warm_cycles + args.cycles) * steps_per_cycle, torch_threads=args.threads,
+                       collector=args.collector,
                        eval_every_cycles=10**9, checkpoint_every_cycles=10**9, planning_start_episodes=base.warmup_episodes)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Path(tmp))
@@ -86,12 +89,13 @@ def main(argv: list[str] | None = None) -> dict:
     env_rate = bare_env_rate(args.env, base.n_envs, 200)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    result = {"env": args.env, "threads": args.threads, "n_envs": cfg.n_envs, "batch_size": cfg.batch_size,
+    result = {"env": args.env, "threads": args.threads, "collector": args.collector, "n_envs": cfg.n_envs, "batch_size": cfg.batch_size,
               "updates_per_cycle": cfg.updates_per_cycle, "train_env_steps_per_s": round(train_env_rate, 1),
               "train_optimizer_steps_per_s": round(train_opt_rate, 2), "bare_env_steps_per_s": round(env_rate, 1),
               "isolated_optimizer_steps_per_s": {str(b): round(r, 2) for b, r in iso.items()},
               "peak_rss_mb": round(peak_mb, 1)}
-    print(f"\nTraining throughput, {args.env}, {args.threads} torch thread(s), {cfg.n_envs} lockstep envs")
+    print(f"\nTraining throughput, {args.env}, {args.threads} torch thread(s), {cfg.n_envs} lockstep envs, "
+          f"collector {args.collector}")
     print(f"{'measure':<46}{'value':>12}")
     print(f"{'training run: env steps/s':<46}{train_env_rate:>12.1f}")
     print(f"{'training run: optimizer steps/s':<46}{train_opt_rate:>12.2f}")

@@ -24,7 +24,7 @@ EPILOG = """examples:
   l3p eval --server 127.0.0.1:50052 --pairs far --modes l3p,l3p@search=hard,naive,policy
   l3p plot --bundle models/PointMaze_Large-v3 --out maze.png   # walls, landmarks, graph, one episode
   l3p demo                                          # serve the shipped model and drive Fetch episodes
-  l3p bench serve | l3p bench train
+  l3p bench serve | l3p bench train | l3p bench success --env FetchPush-v4 --minutes 45
 """
 
 
@@ -190,7 +190,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     import runpy
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / {"serve": "serve_latency.py", "train": "train_throughput.py"}[args.what]
+    name = {"serve": "serve_latency.py", "train": "train_throughput.py", "success": "time_to_success.py"}[args.what]
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / name
     sys.argv = [str(script), *args.rest]
     runpy.run_path(str(script), run_name="__main__")
     return 0
@@ -261,8 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(sub, "demo", "serve the shipped models and drive Fetch and maze episodes through them",
                   "clients.demo", "add_demo_arguments", "run_demo", "serve,sim")
 
-    p = sub.add_parser("bench", help="run a benchmark (serve latency or training throughput)")
-    p.add_argument("what", choices=["serve", "train"])
+    p = sub.add_parser("bench", help="run a benchmark (serve latency, training throughput, time to success)")
+    p.add_argument("what", choices=["serve", "train", "success"])
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to the benchmark script")
     p.set_defaults(func=cmd_bench)
     return parser

@@ -260,3 +260,46 @@ def test_gls_is_deterministic_given_a_seed_and_spreads_points():
     assert min_pair(a) > min_pair(np.random.default_rng(0).choice(500, 50, replace=False))
     with pytest.raises(ValueError, match="k must be"):
         greedy_latent_sparsification(z, 0, np.random.default_rng(0))
+
+
+# Every loss of three optimizer steps and a cluster step on fixed batches, as computed by the update
+# before it was trimmed (per-optimizer backward, one stacked AE batch, fused Adam): those changes may
+# move them only by float summation order.
+PINNED_LOSSES = [
+    {"loss_critic": 0.684765577, "loss_actor": 0.713723779, "loss_value": 0.00246013026, "loss_ae": 1.38709223},
+    {"loss_critic": 0.686861694, "loss_actor": 0.725525856, "loss_value": 0.00200626929, "loss_ae": 1.44003701},
+    {"loss_critic": 0.652459443, "loss_actor": 0.740281463, "loss_value": 0.00234119687, "loss_ae": 1.41226339},
+    {"loss_clusters": -0.335322678},
+]
+
+
+def test_update_losses_are_pinned_on_fixed_batches():
+    from training.agent import L3PAgent
+    from training.config import TrainConfig
+    from training.envs import EnvSpec
+    from training.replay import Batch
+
+    torch.manual_seed(0)
+    spec = EnvSpec("FetchReach-v4", 10, 3, 4, (-1.0,) * 4, (1.0,) * 4, 50)
+    cfg = TrainConfig(env_id="FetchReach-v4", hidden=64, layers=3, ae_hidden=32, latent_dim=8, n_landmarks=10,
+                      cluster_batch=40, gls_sample=200)
+    agent = L3PAgent(cfg, spec)
+    rng = np.random.default_rng(0)
+    obs, ag = rng.normal(size=(4, 51, 10)).astype(np.float32), rng.normal(size=(4, 51, 3)).astype(np.float32)
+    agent.o_norm.update(obs)
+    agent.g_norm.update(ag)
+    f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+    got = []
+    for _ in range(3):
+        n = 256
+        batch = Batch(obs=f32(n, 10), obs_next=f32(n, 10), ag=f32(n, 3), ag_next=f32(n, 3), goal=f32(n, 3),
+                      action=rng.uniform(-1, 1, size=(n, 4)).astype(np.float32),
+                      reward=-(rng.random(n) > 0.3).astype(np.float32))
+        got.append(agent.update(batch))
+        agent.update_targets()
+    agent.init_clusters(ag.reshape(-1, 3)[:200], rng)
+    got.append({"loss_clusters": agent.cluster_step()})
+    for step, (row, pinned) in enumerate(zip(got, PINNED_LOSSES)):
+        assert row.keys() == pinned.keys()
+        for k, v in pinned.items():
+            assert row[k] == pytest.approx(v, rel=2e-6), (step, k)

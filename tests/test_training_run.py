@@ -18,11 +18,12 @@ from training.trainer import CheckpointError, Trainer, load_checkpoint
 ROOT = Path(__file__).resolve().parents[1]
 
 # A deliberately tiny FetchReach config: a few seconds per run, every stage (warm-up, updates,
-# clusters, planning episodes, evaluation with the planner) exercised.
+# clusters, planning episodes, evaluation with the planner) exercised. Inline collection: the
+# collector process gives the same runs (tests/test_collector.py) and costs a start-up per run.
 TINY = dict(n_envs=2, warmup_episodes=2, updates_per_cycle=4, batch_size=32, hidden=32, layers=2,
             ae_hidden=16, n_landmarks=6, gls_sample=60, cluster_batch=20, extra_landmarks=3,
             planning_start_episodes=4, eval_every_cycles=2, eval_episodes=2, checkpoint_every_cycles=2,
-            buffer_episodes=50, search="hard", torch_threads=1)
+            buffer_episodes=50, search="hard", torch_threads=1, collector="inline")
 
 
 def tiny_cfg(steps_cycles: int, **kw):
@@ -181,22 +182,26 @@ def test_fetch_reach_preset_reaches_success_with_the_planner(tmp_path):
     assert last["success_l3p"] >= 0.9 and last["success_policy"] >= 0.9
 
 
-def test_sigint_checkpoints_and_the_run_resumes(tmp_path):
-    """Ctrl-C stops after the current cycle with a checkpoint; --resume continues from it."""
+@pytest.mark.parametrize("signame, collector", [("SIGINT", "inline"), ("SIGTERM", "process")])
+def test_sigint_checkpoints_and_the_run_resumes(tmp_path, signame, collector):
+    """Ctrl-C (or SIGTERM) stops after the current cycle with a checkpoint; --resume continues from it."""
     import signal
     import time
 
-    sets = [f"--set={k}={json.dumps(v)}" for k, v in TINY.items()]
+    sets = [f"--set={k}={json.dumps(v)}" for k, v in {**TINY, "collector": collector}.items()]
     cmd = [sys.executable, "-m", "l3p.cli", "train", "--env", "FetchReach-v4", "--steps", "100000", "--out", "run",
            "--no-progress", *sets]
     env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not (tmp_path / "run" / "checkpoint.pt").exists():  # training is under way
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=300)
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "run" / "checkpoint.pt").exists():  # training is under way
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(getattr(signal, signame))
+        _, err = proc.communicate(timeout=300)
+    finally:  # a failed or interrupted test must not leave a 100 k-step run behind
+        proc.kill()
     assert proc.returncode == 130, err
     assert "checkpoint saved" in err and "l3p train --resume run" in err and "Traceback" not in err
     steps = load_checkpoint(tmp_path / "run")["progress"]["env_steps"]

@@ -16,6 +16,10 @@ from typing import Any
 class TrainConfig:
     env_id: str = "FetchPush-v4"
     seed: int = 0
+    # "process": episodes are collected in a second process while this one learns (one core each;
+    # torch_threads is the learner's, the collector uses 1); "inline": one process, collection
+    # first, then the updates. Both give the same run (tests/test_collector.py).
+    collector: str = "process"
     torch_threads: int = 1
 
     # --- budget and collection ---
@@ -83,6 +87,8 @@ class TrainConfig:
     checkpoint_every_cycles: int = 25
 
     def __post_init__(self) -> None:
+        if self.collector not in ("inline", "process"):
+            raise ValueError(f"collector must be 'inline' or 'process', got {self.collector!r}")
         if self.eval_pairs not in ("random", "far"):
             raise ValueError(f"eval_pairs must be 'random' or 'far', got {self.eval_pairs!r}")
         if self.max_episode_steps is not None and self.max_episode_steps < 2:

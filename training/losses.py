@@ -37,11 +37,14 @@ def autoencoder_loss(ae: GoalAutoEncoder, value: ValueNet, ag, goal, lam: float)
 
     The reachability term makes squared latent distance track the symmetrized value, so clustering
     in latent space groups goals that are few steps apart."""
-    z_a, z_g = ae.encode(ag), ae.encode(goal)
-    recon = 0.5 * F.mse_loss(ae.decode_normalized(z_a), ae.g_norm(ag)) + \
-        0.5 * F.mse_loss(ae.decode_normalized(z_g), ae.g_norm(goal))
+    # ag and g go through each network as one stacked batch (one call per network, not two).
+    both = torch.cat([ag, goal])
+    z = ae.encode(both)
+    recon = F.mse_loss(ae.decode_normalized(z), ae.g_norm(both))  # = ½ recon(ag) + ½ recon(g): equal halves
     with torch.no_grad():
-        v_sym = 0.5 * (value(ag, goal) + value(goal, ag))
+        v_ag_g, v_g_ag = value(both, torch.cat([goal, ag])).chunk(2)
+        v_sym = 0.5 * (v_ag_g + v_g_ag)
+    z_a, z_g = z.chunk(2)
     latent_sq = ((z_a - z_g) ** 2).sum(-1)
     return recon + lam * ((latent_sq - v_sym) ** 2).mean()
 

@@ -21,7 +21,7 @@ from training.normalizer import Normalizer
 def mlp(inp: int, out: int, hidden: int, layers: int) -> nn.Sequential:
     mods: list[nn.Module] = []
     for i in range(layers):
-        mods += [nn.Linear(inp if i == 0 else hidden, hidden), nn.ReLU()]
+        mods += [nn.Linear(inp if i == 0 else hidden, hidden), nn.ReLU(inplace=True)]
     mods.append(nn.Linear(hidden, out))
     return nn.Sequential(*mods)
 

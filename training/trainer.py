@@ -1,14 +1,19 @@
 """The L3P training loop, top to bottom (CleanRL style).
 
-Each cycle collects one episode on every lockstep env (uniform random during warm-up, then the
+Each cycle stores one episode from every lockstep env (uniform random during warm-up, then the
 actor with exploration noise, or — on a ``plan_eps`` fraction of episodes once landmarks exist —
-the Algorithm-1 planner, noise-free), stores whole episodes, runs ``updates_per_cycle`` optimizer
-steps on hindsight-relabelled batches plus latent-cluster steps, and soft-updates the targets.
-Every few cycles it evaluates (success with the policy alone and with the planner), logs a CSV
-row, redraws the learning curve, and writes a checkpoint that ``--resume`` continues exactly.
+the Algorithm-1 planner, noise-free; see training/collector.py), asks the collector for the next
+cycle's episodes on the current weights, and meanwhile runs ``updates_per_cycle`` optimizer steps on
+hindsight-relabelled batches plus latent-cluster steps and soft-updates the targets. With
+``collector="process"`` the collection runs in a second process, overlapping the updates; with
+``"inline"`` it runs first, in this one. Both give the same run. Every few cycles it evaluates
+(success with the policy alone and with the planner), logs a CSV row, redraws the learning curve,
+and writes a checkpoint that ``--resume`` continues exactly (it holds the collected, not yet
+stored, episodes of the next cycle).
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import os
@@ -19,23 +24,26 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from serving.planner import EpisodePlanner, PlannerConfig
-from training.agent import L3PAgent
-from training.config import TrainConfig
 from clients import mazes
+from serving.planner import EpisodePlanner, LandmarkGraph
+from training.agent import L3PAgent
+from training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, planned_actions,
+                                planner_config)
+from training.config import TrainConfig
 from training.envs import VecGoalEnv
 from training.replay import EpisodeReplay
 
 CHECKPOINT = "checkpoint.pt"
 REPLAY = "replay.npz"
-# Seed ranges: training episodes draw env seeds below 2**30; in-training evaluation uses the
-# 2**30 + i range; held-out evaluation (the demo, reported results) starts at 2_000_000_000.
-TRAIN_SEED_HIGH = 2**30
+# Seed ranges: training episodes draw env seeds below 2**30 (collector.TRAIN_SEED_HIGH); in-training
+# evaluation uses the 2**30 + i range; held-out evaluation (the demo, reported results) starts at
+# 2_000_000_000.
 EVAL_SEED_BASE = 2**30
 HELD_OUT_SEED_BASE = 2_000_000_000
 
@@ -49,13 +57,8 @@ class Progress:
     cycle: int = 0
     env_steps: int = 0
     wall_time_s: float = 0.0
+    collector_cpu_s: float = 0.0  # CPU time spent collecting (in the collector process or inline)
     history: list[dict] = field(default_factory=list)
-
-
-def planner_config(cfg: TrainConfig, mode: str = "l3p") -> PlannerConfig:
-    return PlannerConfig(mode=mode, d_max=cfg.d_max, temperature=cfg.temperature, search=cfg.search,
-                         search_iterations=cfg.search_iterations, local_horizon=cfg.local_horizon,
-                         counter_extra=cfg.counter_extra)
 
 
 def eval_episodes_spec(cfg: TrainConfig, env: VecGoalEnv, episodes: int,
@@ -73,68 +76,24 @@ def evaluate(agent: L3PAgent, env: VecGoalEnv, episodes: int, mode: str, seed_ba
     """Success rate over ``episodes`` fixed episodes, acting greedily (``policy``) or through the planner."""
     successes = []
     pcfg = planner_config(agent.cfg, mode)
-    landmarks = agent.landmarks() if mode != "policy" else np.zeros((0, env.spec.goal_dim), np.float32)
+    graph = LandmarkGraph(agent.landmarks(), agent.value_fn) if mode != "policy" else None
     plan = eval_episodes_spec(agent.cfg, env, episodes, seed_base)
     for start in range(0, episodes, len(env)):
         chunk = plan[start:start + len(env)]
         chunk += [chunk[-1]] * (len(env) - len(chunk))  # pad the last chunk; padded results are dropped
         seeds = [s for s, _ in chunk]
         obs = env.reset(seeds, [o for _, o in chunk])
-        planners = [EpisodePlanner(landmarks, g, agent.value_fn, pcfg, seed=s) for g, s in zip(obs["desired_goal"], seeds)]
+        planners = [EpisodePlanner(graph, g, agent.value_fn, pcfg, seed=s)
+                    for g, s in zip(obs["desired_goal"], seeds)] if graph else []
         success = np.zeros(len(env), np.float32)
         for _ in range(env.spec.max_steps):
-            if mode == "policy":
-                actions = agent.act(obs["observation"], obs["desired_goal"])
+            if planners:
+                actions = planned_actions(planners, obs["observation"], agent)
             else:
-                actions = np.stack([p.step(o, agent.distance_fn, agent.act).action
-                                    for p, o in zip(planners, obs["observation"])])
+                actions = agent.act(obs["observation"], obs["desired_goal"])
             obs, success = env.step(actions)
         successes.extend(success[: episodes - start].tolist())
     return float(np.mean(successes))
-
-
-def collect(agent: L3PAgent, env: VecGoalEnv, replay: EpisodeReplay, rng: np.random.Generator,
-            warmup: bool) -> dict[str, float]:
-    """One episode on every env; returns the training success rate and the planned fraction."""
-    cfg, spec = agent.cfg, env.spec
-    n, T = len(env), spec.max_steps
-    obs_buf = np.zeros((n, T + 1, spec.obs_dim), np.float32)
-    ag_buf = np.zeros((n, T + 1, spec.goal_dim), np.float32)
-    act_buf = np.zeros((n, T, spec.action_dim), np.float32)
-    obs = env.reset(rng.integers(0, TRAIN_SEED_HIGH, n).tolist())
-    goal = obs["desired_goal"].copy()
-    low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
-
-    planners: dict[int, EpisodePlanner] = {}
-    if agent.clusters_ready and not warmup:
-        # Training adds GLS-picked replay goals as temporary landmarks, for exploration.
-        goals = replay.sample_goals(cfg.gls_sample, rng)
-        extra = goals[agent.gls_indices(goals, cfg.extra_landmarks, rng)] if cfg.extra_landmarks else goals[:0]
-        nodes = np.concatenate([agent.landmarks(), extra]).astype(np.float32)
-        pcfg = planner_config(cfg).replace(sample_subgoal=True)
-        for i in np.flatnonzero(rng.random(n) < cfg.plan_eps):
-            planners[int(i)] = EpisodePlanner(nodes, goal[i], agent.value_fn, pcfg, seed=int(rng.integers(2**31)))
-
-    for t in range(T):
-        obs_buf[:, t], ag_buf[:, t] = obs["observation"], obs["achieved_goal"]
-        if warmup:
-            actions = rng.uniform(low, high, size=(n, spec.action_dim)).astype(np.float32)
-        else:
-            actions = agent.act(obs["observation"], goal)
-            actions += cfg.noise_eps * spec.action_max * rng.standard_normal(actions.shape).astype(np.float32)
-            actions = np.clip(actions, low, high)
-            random_rows = rng.random(n) < cfg.random_eps
-            actions[random_rows] = rng.uniform(low, high, size=(int(random_rows.sum()), spec.action_dim))
-            for i, planner in planners.items():  # planned actions are noise-free
-                actions[i] = planner.step(obs["observation"][i], agent.distance_fn, agent.act).action
-        act_buf[:, t] = actions
-        obs, success = env.step(actions)
-    obs_buf[:, T], ag_buf[:, T] = obs["observation"], obs["achieved_goal"]
-
-    replay.add(obs_buf, ag_buf, goal, act_buf)
-    agent.o_norm.update(obs_buf)
-    agent.g_norm.update(np.concatenate([ag_buf.reshape(-1, spec.goal_dim), goal]))
-    return {"train_success": float(success.mean()), "planned_fraction": len(planners) / n}
 
 
 class Trainer:
@@ -144,7 +103,9 @@ class Trainer:
         torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
-        self.env = VecGoalEnv(cfg.env_id, cfg.n_envs, cfg.max_episode_steps)
+        # The envs that collect; with a collector process they live there and this one only lends
+        # its spec and reward function.
+        self.env = VecGoalEnv(cfg.env_id, cfg.n_envs if cfg.collector == "inline" else 1, cfg.max_episode_steps)
         # Evaluation runs the env's own (full) episode length, whatever the training length.
         self.eval_env = VecGoalEnv(cfg.env_id, min(cfg.eval_episodes, 10))
         self.spec = self.env.spec
@@ -152,6 +113,53 @@ class Trainer:
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
                                     self.spec.goal_dim, self.spec.action_dim)
         self.progress = Progress()
+        self._collector: InlineCollector | ProcessCollector | None = None  # open while training
+        self._pending: Episodes | None = None  # collected for the next cycle, not stored yet
+
+    # ----- collection -----
+    def _collect_request(self) -> CollectRequest:
+        """The next cycle's collection: warm-up or not, and once landmarks exist the planner's nodes
+        (training adds GLS-picked replay goals as temporary landmarks, for exploration)."""
+        cfg, agent = self.cfg, self.agent
+        warmup = self.replay.episodes_seen < cfg.warmup_episodes
+        nodes = None
+        if agent.clusters_ready and not warmup:
+            goals = self.replay.sample_goals(cfg.gls_sample, self.rng)
+            extra = goals[agent.gls_indices(goals, cfg.extra_landmarks, self.rng)] if cfg.extra_landmarks else goals[:0]
+            nodes = np.concatenate([agent.landmarks(), extra]).astype(np.float32)
+        return CollectRequest(seed=int(self.rng.integers(2**62)), warmup=warmup, nodes=nodes)
+
+    def _next_episodes(self) -> Episodes | None:
+        """The submitted collection (waits for it); kept until its cycle stores it."""
+        if self._pending is None and self._collector is not None:
+            self._pending = self._collector.result()
+        return self._pending
+
+    def _store(self, episodes: Episodes) -> None:
+        self.replay.add(episodes.obs, episodes.ag, episodes.goal, episodes.action)
+        self.agent.o_norm.update(episodes.obs)
+        self.agent.g_norm.update(np.concatenate([episodes.ag.reshape(-1, self.spec.goal_dim), episodes.goal]))
+        self.progress.collector_cpu_s += episodes.cpu_s
+
+    @contextlib.contextmanager
+    def _collecting(self):
+        """The collector for one ``train`` call. Something is always submitted or pending, so a
+        checkpoint (or the next call) starts its next cycle with episodes collected exactly as an
+        uninterrupted run would have."""
+        if self.cfg.collector == "process":
+            self._collector = ProcessCollector(self.cfg, self.agent)
+        else:
+            self._collector = InlineCollector(self.cfg, self.env, self.agent)
+        finished = False
+        try:
+            if self._pending is None:
+                self._collector.submit(self._collect_request())
+            yield
+            self._next_episodes()
+            finished = True
+        finally:
+            self._collector.close(wait=finished)
+            self._collector = None
 
     # ----- checkpoints -----
     def save_checkpoint(self) -> None:
@@ -159,7 +167,8 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         state = {"config": self.cfg.to_dict(), "agent": self.agent.state_dict(),
                  "rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
-                 "progress": vars(self.progress), "command": self.command}
+                 "progress": vars(self.progress), "command": self.command,
+                 "pending": None if (pending := self._next_episodes()) is None else pending.state_dict()}
         tmp_ckpt, tmp_replay = self.run_dir / (CHECKPOINT + ".tmp"), self.run_dir / ("replay.tmp.npz")
         torch.save(state, tmp_ckpt)
         np.savez(tmp_replay, **self.replay.state_dict())
@@ -179,6 +188,8 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         known = {f.name for f in dataclasses.fields(Progress)}  # older checkpoints may carry dropped fields
         trainer.progress = Progress(**{k: v for k, v in state["progress"].items() if k in known})
+        if state.get("pending") is not None:  # older checkpoints have none: the next cycle collects afresh
+            trainer._pending = Episodes.from_state_dict(state["pending"])
         replay_path = Path(run_dir) / REPLAY
         try:
             with np.load(replay_path) as data:
@@ -189,11 +200,12 @@ class Trainer:
 
     # ----- the loop -----
     def train(self, show_progress: bool = True, until_env_steps: int | None = None,
-              stop: threading.Event | None = None) -> Progress:
+              stop: threading.Event | None = None, on_cycle: Callable[[Progress], None] | None = None) -> Progress:
         """Train to ``total_env_steps`` (or stop early at ``until_env_steps``, evaluating and checkpointing).
 
         When ``stop`` is set (e.g. by a SIGINT handler) the loop finishes its cycle, writes a
-        checkpoint and returns, so the run can be resumed exactly."""
+        checkpoint and returns, so the run can be resumed exactly. ``on_cycle`` is called after
+        each cycle's updates, before its evaluation (benchmarks time cycles with it)."""
         cfg, agent, p = self.cfg, self.agent, self.progress
         target = cfg.total_env_steps if until_env_steps is None else min(until_env_steps, cfg.total_env_steps)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -202,46 +214,54 @@ class Trainer:
         bar = tqdm(total=target, initial=p.env_steps, unit="step", disable=not show_progress,
                    dynamic_ncols=True, desc=cfg.env_id)
         metrics: dict[str, list[float]] = {}
-        while p.env_steps < target:
-            t0 = time.perf_counter()
-            warmup = self.replay.episodes_seen < cfg.warmup_episodes
-            for k, v in collect(agent, self.env, self.replay, self.rng, warmup).items():
-                metrics.setdefault(k, []).append(v)
-            if not warmup:
-                for _ in range(cfg.updates_per_cycle):
-                    batch = self.replay.sample(cfg.batch_size, self.rng, self.env.compute_reward, cfg.relabel_p,
-                                               cfg.future_step)
-                    for k, v in agent.update(batch).items():
-                        metrics.setdefault(k, []).append(v)
-                    if agent.clusters_ready:
-                        # Two independent schedules (ALGORITHM.md §2): a fresh GLS batch every
-                        # cluster_refresh_every optimizer steps, a cluster step every cluster_every.
-                        if agent.optimizer_steps % cfg.cluster_refresh_every == 0:
-                            agent.refresh_cluster_batch(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
-                        if agent.optimizer_steps % cfg.cluster_every == 0:
-                            metrics.setdefault("loss_clusters", []).append(agent.cluster_step())
-                    if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
+        with self._collecting():
+            while p.env_steps < target:
+                t0 = time.perf_counter()
+                episodes, self._pending = self._next_episodes(), None
+                self._store(episodes)
+                metrics.setdefault("train_success", []).append(episodes.train_success)
+                metrics.setdefault("planned_fraction", []).append(episodes.planned_fraction)
+                if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
+                    agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
+                # The next cycle's episodes are collected on these weights while the updates run
+                # (in the collector process; inline, right here, first).
+                self._collector.submit(self._collect_request())
+                if not episodes.warmup:
+                    for _ in range(cfg.updates_per_cycle):
+                        batch = self.replay.sample(cfg.batch_size, self.rng, self.env.compute_reward, cfg.relabel_p,
+                                                   cfg.future_step)
+                        for k, v in agent.update(batch).items():
+                            metrics.setdefault(k, []).append(v)
+                        if agent.clusters_ready:
+                            # Two independent schedules (ALGORITHM.md §2): a fresh GLS batch every
+                            # cluster_refresh_every optimizer steps, a cluster step every cluster_every.
+                            if agent.optimizer_steps % cfg.cluster_refresh_every == 0:
+                                agent.refresh_cluster_batch(self.replay.sample_goals(cfg.gls_sample, self.rng),
+                                                            self.rng)
+                            if agent.optimizer_steps % cfg.cluster_every == 0:
+                                metrics.setdefault("loss_clusters", []).append(agent.cluster_step())
+                        if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
+                            agent.update_targets()
+                    if not cfg.target_update_every:
                         agent.update_targets()
-                if not cfg.target_update_every:
-                    agent.update_targets()
-            if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
-                agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
-            p.cycle += 1
-            p.env_steps += steps_per_cycle
-            p.wall_time_s += time.perf_counter() - t0
-            bar.update(steps_per_cycle)
+                p.cycle += 1
+                p.env_steps += steps_per_cycle
+                p.wall_time_s += time.perf_counter() - t0
+                bar.update(steps_per_cycle)
+                if on_cycle is not None:
+                    on_cycle(p)
 
-            last = p.env_steps >= target
-            if p.cycle % cfg.eval_every_cycles == 0 or last:
-                row = self._evaluate(metrics)
-                metrics = {}
-                bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
-                                 if k.startswith("success_")})
-            if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
-                self.save_checkpoint()
-            if stop is not None and stop.is_set():
-                self.save_checkpoint()
-                break
+                last = p.env_steps >= target
+                if p.cycle % cfg.eval_every_cycles == 0 or last:
+                    row = self._evaluate(metrics)
+                    metrics = {}
+                    bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
+                                     if k.startswith("success_")})
+                if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
+                    self.save_checkpoint()
+                if stop is not None and stop.is_set():
+                    self.save_checkpoint()
+                    break
         bar.close()
         return p
 

@@ -1,0 +1,240 @@
+"""Time to success: train a preset from scratch; env steps and wall time to first reach each rate.
+
+One invocation measures, on this machine:
+1. throughput, interleaved: rounds of a few cycles of the single-process trainer (collector
+   "inline", the previous settings) and of the two-process one ("process"), alternating so machine
+   noise hits both: env steps/s, optimizer steps/s, CPU utilisation of each process;
+2. a training run of the preset from scratch (collector "process"), evaluated every --eval-every
+   cycles on the same fixed episodes (policy alone and with the planner): env steps and wall time
+   to first reach 0.5 / 0.8 / 0.9 / 0.95;
+3. beside it, the previous trainer's curve (a shipped bundle's progress.csv, by env steps).
+
+    python benchmarks/time_to_success.py --env FetchPush-v4 --minutes 45 --out tts_push.json
+    python benchmarks/time_to_success.py --from-run runs/push   # the table for a run trained elsewhere
+    python benchmarks/time_to_success.py --quick                # FetchReach, tiny (the test suite's)
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from l3p.cli import _parse_overrides  # noqa: E402
+from training.config import TrainConfig, preset  # noqa: E402
+from training.trainer import Trainer  # noqa: E402
+
+THRESHOLDS = (0.5, 0.8, 0.9, 0.95)
+MODES = ("policy", "l3p")
+COLLECTORS = ("inline", "process")
+
+# --quick: FetchReach with small networks and short schedules, a few minutes of CPU at most.
+QUICK = dict(total_env_steps=2_000, hidden=64, layers=2, ae_hidden=32, n_landmarks=10, gls_sample=200,
+             cluster_batch=40, extra_landmarks=5, planning_start_episodes=10, buffer_episodes=200, search="hard")
+
+
+def first_reach(rows: list[dict]) -> dict:
+    """{mode: {threshold: {env_steps, wall_s} or None}}: the first evaluation at or above it."""
+    out = {}
+    for mode in MODES:
+        out[mode] = {}
+        for thr in THRESHOLDS:
+            hit = next((r for r in rows if _num(r.get(f"success_{mode}")) >= thr), None)
+            out[mode][str(thr)] = None if hit is None else {"env_steps": int(hit["env_steps"]),
+                                                            "wall_s": float(hit["wall_time_s"])}
+    return out
+
+
+def _num(x) -> float:
+    """A success cell as a number; unmeasured cells (missing, empty, nan) never reach a threshold."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return -math.inf
+    return -math.inf if math.isnan(v) else v
+
+
+def read_curve(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{"env_steps": int(r["env_steps"]), "wall_time_s": float(r["wall_time_s"]),
+                 **{f"success_{m}": float(r[f"success_{m}"]) if _num(r.get(f"success_{m}")) > -math.inf else None
+                    for m in MODES}} for r in csv.DictReader(f)]
+
+
+def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
+    """Env and optimizer steps/s and CPU utilisation of both collectors, measured in alternation.
+
+    Each segment runs cycles + 1 cycles and times the last ``cycles``: the first absorbs the
+    collector process's start-up. Planning starts right after the warm-up, so planned episodes
+    are part of the measured collection."""
+    base = cfg.replace(total_env_steps=10**12, eval_every_cycles=10**9, checkpoint_every_cycles=10**9,
+                       planning_start_episodes=cfg.warmup_episodes, eval_episodes=1)
+    trainers = {c: Trainer(base.replace(collector=c), tmp / c) for c in COLLECTORS}
+    steps_per_cycle = cfg.n_envs * trainers["inline"].spec.max_steps
+    warm = -(-cfg.warmup_episodes // cfg.n_envs) + 1  # warm-up cycles, then one that starts planning
+    for trainer in trainers.values():
+        trainer.train(show_progress=False, until_env_steps=warm * steps_per_cycle)
+    totals = {c: dict(wall=0.0, learner_cpu=0.0, collector_cpu=0.0, env_steps=0, optimizer_steps=0)
+              for c in COLLECTORS}
+    for _ in range(rounds):
+        for c, trainer in trainers.items():
+            marks = []
+
+            def mark(p, trainer=trainer, marks=marks):
+                marks.append((time.perf_counter(), time.process_time(), p.collector_cpu_s, p.env_steps,
+                              trainer.agent.optimizer_steps))
+
+            trainer.train(show_progress=False, on_cycle=mark,
+                          until_env_steps=trainer.progress.env_steps + (cycles + 1) * steps_per_cycle)
+            (w0, l0, c0, e0, o0), (w1, l1, c1, e1, o1) = marks[0], marks[-1]
+            t = totals[c]
+            t["wall"] += w1 - w0
+            t["learner_cpu"] += l1 - l0
+            t["collector_cpu"] += c1 - c0
+            t["env_steps"] += e1 - e0
+            t["optimizer_steps"] += o1 - o0
+    out = {}
+    for c, t in totals.items():
+        # Inline, collection is part of the learner process's CPU time; in process mode it is the child's.
+        out[c] = {"env_steps_per_s": round(t["env_steps"] / t["wall"], 1),
+                  "optimizer_steps_per_s": round(t["optimizer_steps"] / t["wall"], 2),
+                  "learner_process_cpu": round(t["learner_cpu"] / t["wall"], 3),
+                  "collector_process_cpu": round(t["collector_cpu"] / t["wall"], 3) if c == "process" else None,
+                  "collection_cpu": round(t["collector_cpu"] / t["wall"], 3),
+                  "measured_cycles": t["env_steps"] // steps_per_cycle}
+    out["env_steps_ratio_process_over_inline"] = round(out["process"]["env_steps_per_s"]
+                                                       / out["inline"]["env_steps_per_s"], 2)
+    return out
+
+
+def time_to_success(cfg: TrainConfig, run_dir: Path, minutes: float | None, show_progress: bool) -> dict:
+    trainer = Trainer(cfg.replace(collector="process"), run_dir)
+    stop = threading.Event()
+    start, cpu0 = time.perf_counter(), time.process_time()
+    stopped_by = ["step budget"]
+
+    def watch(p):  # the last evaluation reached every threshold in both modes, or time is up
+        if p.history and all(_num(p.history[-1].get(f"success_{m}")) >= max(THRESHOLDS) for m in MODES):
+            stopped_by[0] = "all thresholds reached"
+        elif minutes is not None and time.perf_counter() - start > minutes * 60:
+            stopped_by[0] = "time budget"
+        else:
+            return
+        stop.set()
+
+    trainer.train(show_progress=show_progress, stop=stop, on_cycle=watch)
+    wall = time.perf_counter() - start
+    p = trainer.progress
+    return {"rows": p.history, "env_steps": p.env_steps, "wall_s": round(wall, 1), "stopped_by": stopped_by[0],
+            "learner_process_cpu": round((time.process_time() - cpu0) / wall, 3),
+            "collector_process_cpu": round(p.collector_cpu_s / wall, 3)}
+
+
+def print_tables(result: dict) -> None:
+    tp = result.get("throughput")
+    if tp:
+        print(f"\nThroughput, {result['env']} (same invocation, {tp['rounds']} rounds x {tp['cycles']} cycles "
+              f"per setting, alternating)")
+        print(f"{'setting':<34}{'env steps/s':>12}{'opt steps/s':>12}{'learner CPU':>12}{'collector CPU':>14}")
+        for c, label in (("inline", "one process (collector=inline)"), ("process", "two processes (collector=process)")):
+            r = tp[c]
+            col = "in learner" if r["collector_process_cpu"] is None else f"{r['collector_process_cpu']:.0%}"
+            print(f"{label:<34}{r['env_steps_per_s']:>12}{r['optimizer_steps_per_s']:>12}"
+                  f"{r['learner_process_cpu']:>12.0%}{col:>14}")
+        print(f"{'env steps/s, process / inline':<34}{tp['env_steps_ratio_process_over_inline']:>12}")
+    print(f"\nTime to success, {result['env']} (eval: {result['eval_episodes']} fixed episodes per point)")
+    ref = result.get("reference")
+    header = f"{'rate':<6}{'mode':<8}{'new: env steps':>16}{'wall min':>10}"
+    if ref:
+        header += f"{'previous: env steps':>21}{'wall min':>10}"
+    print(header)
+    new = result["new"]["first_reach"]
+    for mode in MODES:
+        for thr in THRESHOLDS:
+            line = f"{thr:<6}{mode:<8}" + _cells(new[mode][str(thr)], 16)
+            if ref:
+                line += _cells(ref["first_reach"][mode][str(thr)], 21)
+            print(line)
+    if ref:
+        print(f"previous: {ref['source']} ({ref['note']})")
+    n = result["new"]
+    print(f"new run: {n['env_steps']} env steps in {n['wall_s'] / 60:.1f} min, stopped by {n['stopped_by']}"
+          + (f"; CPU: learner {n['learner_process_cpu']:.0%}, collector {n['collector_process_cpu']:.0%}"
+             if n.get("learner_process_cpu") is not None else ""))
+
+
+def _cells(hit: dict | None, width: int) -> str:
+    if hit is None:
+        return f"{'not reached':>{width}}{'':>10}"
+    return f"{hit['env_steps']:>{width}}{hit['wall_s'] / 60:>10.1f}"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--env", default="FetchPush-v4")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset field")
+    ap.add_argument("--minutes", type=float, help="wall-time budget of the training run")
+    ap.add_argument("--steps", type=int, help="env-step budget of the training run (default: the preset's)")
+    ap.add_argument("--eval-every", type=int, default=25, help="cycles between evaluations")
+    ap.add_argument("--eval-episodes", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3, help="throughput: alternating rounds")
+    ap.add_argument("--cycles", type=int, default=3, help="throughput: timed cycles per setting and round")
+    ap.add_argument("--reference-csv", type=Path, help="the previous trainer's progress.csv "
+                    "(default: models/ENV/progress.csv when it exists)")
+    ap.add_argument("--run-dir", type=Path, help="keep the training run here (resumable with l3p train --resume)")
+    ap.add_argument("--from-run", type=Path, help="no training: the table for this finished run's progress.csv")
+    ap.add_argument("--quick", action="store_true", help="FetchReach with tiny networks and budgets (tests)")
+    ap.add_argument("--out", type=Path, help="write the results as JSON")
+    args = ap.parse_args(argv)
+
+    if args.quick:
+        args.env, args.eval_every, args.eval_episodes, args.rounds, args.cycles = "FetchReach-v4", 5, 10, 1, 2
+    cfg = preset(args.env).replace(**(QUICK if args.quick else {}))
+    cfg = TrainConfig.from_dict({**cfg.to_dict(), **_parse_overrides(args.set),
+                                 "eval_every_cycles": args.eval_every, "eval_episodes": args.eval_episodes,
+                                 **({"total_env_steps": args.steps} if args.steps else {})})
+    torch.set_num_threads(cfg.torch_threads)
+    result = {"env": cfg.env_id, "eval_episodes": cfg.eval_episodes, "thresholds": list(THRESHOLDS),
+              "machine": {"cpus": os.cpu_count(), "load_avg_1min_at_start": round(os.getloadavg()[0], 2)},
+              "config": cfg.to_dict()}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.from_run:
+            rows = read_curve(args.from_run / "progress.csv")
+            result["new"] = {"source": str(args.from_run), "env_steps": rows[-1]["env_steps"] if rows else 0,
+                             "wall_s": rows[-1]["wall_time_s"] if rows else 0.0, "stopped_by": "its own budget"}
+        else:
+            result["throughput"] = {"rounds": args.rounds, "cycles": args.cycles,
+                                    **throughput(cfg, args.rounds, args.cycles, Path(tmp) / "throughput")}
+            run_dir = args.run_dir or Path(tmp) / "run"
+            result["new"] = time_to_success(cfg, run_dir, args.minutes, show_progress=not args.quick)
+            rows = result["new"].pop("rows")
+        result["new"]["first_reach"] = first_reach(rows)
+        result["curve"] = [{k: r.get(k) for k in ("env_steps", "wall_time_s", "success_policy", "success_l3p")}
+                           for r in rows]
+
+    ref_csv = args.reference_csv or ROOT / "models" / cfg.env_id / "progress.csv"
+    if ref_csv.is_file():
+        ref_rows = read_curve(ref_csv)
+        result["reference"] = {"source": str(ref_csv), "first_reach": first_reach(ref_rows),
+                               "note": "the previous trainer's in-training evaluation, its own episode count"}
+    result["machine"]["load_avg_1min_at_end"] = round(os.getloadavg()[0], 2)
+    print_tables(result)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

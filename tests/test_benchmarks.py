@@ -1,0 +1,50 @@
+"""The time-to-success benchmark in its --quick mode: structure and the values that are not times."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("time_to_success", ROOT / "benchmarks" / "time_to_success.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_time_to_success_quick(tmp_path, capsys):
+    tts = load_benchmark()
+    out = tmp_path / "tts.json"
+    tts.main(["--quick", "--reference-csv", str(ROOT / "models" / "FetchPush-v4" / "progress.csv"), "--out", str(out)])
+    result = json.loads(out.read_text())
+    printed = capsys.readouterr().out
+    assert "Time to success, FetchReach-v4 (eval: 10 fixed episodes per point)" in printed
+    assert "two processes (collector=process)" in printed
+
+    assert result["env"] == "FetchReach-v4" and result["eval_episodes"] == 10 and result["thresholds"] == [0.5, 0.8, 0.9, 0.95]
+    tp = result["throughput"]
+    assert tp["rounds"] == 1 and tp["cycles"] == 2
+    for setting in ("inline", "process"):
+        assert tp[setting]["measured_cycles"] == 2 and tp[setting]["env_steps_per_s"] > 0
+        assert tp[setting]["optimizer_steps_per_s"] > 0 and tp[setting]["collection_cpu"] > 0
+    assert tp["inline"]["collector_process_cpu"] is None and tp["process"]["collector_process_cpu"] > 0
+
+    # The run: evaluated every 5 cycles of 2 envs x 50 steps up to its 2000-step budget; each first
+    # reach is the first evaluation at or above the rate.
+    curve = result["curve"]
+    assert [r["env_steps"] for r in curve] == [500, 1000, 1500, 2000]
+    assert result["new"]["env_steps"] == 2000 and result["new"]["stopped_by"] in ("step budget", "all thresholds reached")
+    for mode in ("policy", "l3p"):
+        for thr in result["thresholds"]:
+            hits = [r["env_steps"] for r in curve if (r.get(f"success_{mode}") or -1) >= thr]
+            got = result["new"]["first_reach"][mode][str(thr)]
+            assert (got and got["env_steps"]) == (hits[0] if hits else None), (mode, thr)
+
+    # The previous trainer's curve, read from the shipped Push bundle's progress.csv (20 episodes a point).
+    ref = result["reference"]["first_reach"]
+    assert ref["policy"]["0.5"] == {"env_steps": 760000, "wall_s": 6258.3}
+    assert all(ref["policy"][t] == {"env_steps": 920000, "wall_s": 7594.2} for t in ("0.8", "0.9", "0.95"))
+    assert ref["l3p"]["0.5"] == {"env_steps": 920000, "wall_s": 7594.2} and ref["l3p"]["0.8"] is None
