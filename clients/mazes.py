@@ -12,7 +12,7 @@ through the maze is at least ``min_cells`` cells, pinned per episode with
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -102,8 +102,3 @@ def wall_rectangles(layout: np.ndarray, scaling: float = 1.0) -> list[tuple[floa
         x, y = cell_center(layout, (int(r), int(c)), scaling)
         out.append((float(x - scaling / 2), float(y - scaling / 2), scaling))
     return out
-
-
-def pair_list(pairs: Sequence[tuple[Cell, Cell]]) -> list[list[list[int]]]:
-    """JSON-friendly form of a pair list."""
-    return [[list(s), list(g)] for s, g in pairs]

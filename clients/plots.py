@@ -134,7 +134,8 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument("--bundle", type=Path, required=True, help="the maze model bundle (its graph is drawn)")
     parser.add_argument("--server", default=None, metavar="HOST:PORT",
                         help="planner server serving that bundle (default: start one on --bundle)")
-    parser.add_argument("--seed", type=int, default=2_000_000_000, help="episode seed (and far-pair list seed)")
+    parser.add_argument("--seed", type=int, default=mazes.FAR_PAIRS_HELD_OUT_SEED,
+                        help="episode seed (and far-pair list seed; default: the held-out list)")
     parser.add_argument("--pairs", choices=("random", "far"), default="far")
     parser.add_argument("--planner", type=_variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]")
     parser.add_argument("--out", type=Path, default=Path("maze_episode.png"))
@@ -164,8 +165,7 @@ def run_plot(args: argparse.Namespace) -> int:
         with PlannerClient(args.server or server.target) as client:
             (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, args.pairs)
             ep = run_episode(client, env, index=0, seed=seed, mode=args.planner, pair=pair, record=True)
-        mode, overrides = parse_variant(args.planner)
-        config = bundle.planner_defaults.replace(**{k: v for k, v in overrides.items() if k != "sample_subgoal"})
+        config = bundle.planner_defaults.replace(**parse_variant(args.planner)[1])
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"
         where = f", cells {pair[0]} -> {pair[1]}" if pair else ""

@@ -191,22 +191,17 @@ def test_plot_file_for_a_recorded_episode(layout, tmp_path):
 
 
 def test_maze_video_is_a_top_down_mp4(maze_bundle, tmp_path):
-    from test_runner import _rendering_probe
+    from test_runner import require_rendering, video_frames
 
     from clients.runner import add_run_arguments, run_run
 
-    reason = _rendering_probe()
-    if reason:
-        pytest.skip(f"offscreen rendering unavailable: {reason}")
-    imageio = pytest.importorskip("imageio.v2")
+    require_rendering()
     out = tmp_path / "maze.mp4"
     with serve(maze_bundle) as port:
         args = add_run_arguments(argparse.ArgumentParser()).parse_args(
             ["--server", f"127.0.0.1:{port}", "--episodes", "1", "--pairs", "far", "--video", str(out),
              "--video-size", "64"])
         assert run_run(args) == 0
-    reader = imageio.get_reader(str(out))
-    frames = [f for f in reader]
-    reader.close()
+    frames = video_frames(out)
     assert len(frames) == 801 and frames[0].shape == (64, 64, 3)  # one per step plus the final state
     assert frames[0].std() > 0

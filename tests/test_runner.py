@@ -110,18 +110,30 @@ def _rendering_probe() -> str | None:
     return lines[-1]
 
 
-def test_video_is_a_playable_mp4(server, tmp_path):
+def require_rendering() -> None:
     reason = _rendering_probe()
     if reason:
         pytest.skip(f"offscreen rendering unavailable: {reason}")
-    imageio = pytest.importorskip("imageio.v2")
+    pytest.importorskip("imageio.v2")
+
+
+def video_frames(path: Path) -> list[np.ndarray]:
+    import imageio.v2 as imageio
+
+    reader = imageio.get_reader(str(path))
+    try:
+        return [f for f in reader]
+    finally:
+        reader.close()
+
+
+def test_video_is_a_playable_mp4(server, tmp_path):
+    require_rendering()
     out = tmp_path / "episode.mp4"
     args = run_args("--server", server, "--episodes", "1", "--seed", "3",
                     "--video", str(out), "--video-size", "128")
     assert run_run(args) == 0
-    reader = imageio.get_reader(str(out))
-    frames = [f for f in reader]
-    reader.close()
+    frames = video_frames(out)
     assert len(frames) == 51  # one per step plus the final state
     assert frames[0].shape == (128, 128, 3) and frames[0].dtype == np.uint8
     assert frames[0].std() > 0  # not a blank frame
