@@ -319,6 +319,7 @@ def episode_options(
     search: str | None = None,
     local_horizon: float | None = None,
     sample_subgoal: bool | None = None,
+    prune_failed: bool | None = None,
 ) -> pb.EpisodeOptions:
     """``EpisodeOptions`` from plain values; ``None`` means the bundle's default."""
     if mode is not None and mode not in MODES:
@@ -336,6 +337,7 @@ def episode_options(
         ("temperature", temperature),
         ("local_horizon", local_horizon),
         ("sample_subgoal", sample_subgoal),
+        ("prune_failed", prune_failed),
     ):
         if value is not None:
             setattr(opts, name, value)
@@ -548,7 +550,7 @@ class PlannerClient:
         """A unary-call episode; use as ``with client.episode(goal) as ep: ep.act(obs)``.
 
         ``options``: ``seed``, ``d_max``, ``temperature``, ``search``, ``local_horizon``,
-        ``sample_subgoal`` (``None`` = the bundle's default). ``resume``: see the module doc.
+        ``sample_subgoal``, ``prune_failed`` (``None`` = the bundle's default). ``resume``: see the module doc.
         """
         return Episode(self, goal, episode_options(mode, **options), resume)
 

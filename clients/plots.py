@@ -165,11 +165,13 @@ def run_plot(args: argparse.Namespace) -> int:
         with PlannerClient(args.server or server.target) as client:
             (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, args.pairs)
             ep = run_episode(client, env, index=0, seed=seed, mode=args.planner, pair=pair, record=True)
-        config = bundle.planner_defaults.replace(**parse_variant(args.planner)[1])
+        mode, overrides = parse_variant(args.planner)
+        config = bundle.planner_defaults.replace(mode=mode, **overrides)
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"
         where = f", cells {pair[0]} -> {pair[1]}" if pair else ""
-        title = (f"{bundle.env_id}: {args.planner} ({config.search} search, d_max {config.d_max:g}), "
+        pruning = ", prune_failed" if config.prune_failed and mode == "l3p" else ""
+        title = (f"{bundle.env_id}: {args.planner} ({config.search} search, d_max {config.d_max:g}{pruning}), "
                  f"seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans")
         plot_maze_episode(args.out, mazes.maze_map(env), mazes.maze_scaling(env), bundle.landmarks, edges,
                           to_goal, ep.trajectory, ep.subgoal_indices, ep.goal, title=title)

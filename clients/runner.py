@@ -12,7 +12,7 @@ mazes). Latency is the client-side round trip of each Act (or stream message).
 
 A planner variant is a mode with optional per-episode overrides, ``MODE[@key=value...]``,
 e.g. ``l3p@search=hard`` or ``naive@local_horizon=0`` (keys: search, d_max, temperature,
-local_horizon, sample_subgoal).
+local_horizon, sample_subgoal, prune_failed).
 
 Episodes resume when their server is lost (the client library's ``resume=True``: a new
 session with the same goal and options, one re-plan); each episode is still counted once, and
@@ -68,9 +68,13 @@ def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
 
 
 # Per-episode planner overrides a variant may set, with their parsers.
+def _bool(text: str) -> bool:
+    return {"true": True, "false": False}[text.lower()]
+
+
 _OPTION_TYPES: dict[str, Callable[[str], Any]] = {
     "search": str, "d_max": float, "temperature": float, "local_horizon": float,
-    "sample_subgoal": lambda v: {"true": True, "false": False}[v.lower()],
+    "sample_subgoal": _bool, "prune_failed": _bool,
 }
 
 

@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite an existing bundle directory")
     p.add_argument("--planner", action="append", default=[], metavar="KEY=VALUE",
                    help="served planner default, e.g. local_horizon=30 (mode, d_max, temperature, search, "
-                        "search_iterations, local_horizon, counter_extra, sample_subgoal, adaptive_cut)")
+                        "search_iterations, local_horizon, counter_extra, sample_subgoal, adaptive_cut, prune_failed)")
     p.add_argument("--landmarks", choices=("centroids", "gls"), default="centroids",
                    help="graph nodes: the decoded cluster centroids (L3P, default) or GLS-spread achieved goals "
                         "from the run's replay (states the robot has visited)")

@@ -34,7 +34,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PlannerDefaults(_message.Message):
-    __slots__ = ("n_landmarks", "d_max", "temperature", "search", "search_iterations", "local_horizon", "mode")
+    __slots__ = ("n_landmarks", "d_max", "temperature", "search", "search_iterations", "local_horizon", "mode", "prune_failed")
     N_LANDMARKS_FIELD_NUMBER: _ClassVar[int]
     D_MAX_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +42,7 @@ class PlannerDefaults(_message.Message):
     SEARCH_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     LOCAL_HORIZON_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FAILED_FIELD_NUMBER: _ClassVar[int]
     n_landmarks: int
     d_max: float
     temperature: float
@@ -49,7 +50,8 @@ class PlannerDefaults(_message.Message):
     search_iterations: int
     local_horizon: float
     mode: PlannerMode
-    def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ...) -> None: ...
+    prune_failed: bool
+    def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ..., prune_failed: _Optional[bool] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
     __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json")
@@ -80,7 +82,7 @@ class ModelInfo(_message.Message):
     def __init__(self, env_id: _Optional[str] = ..., obs_dim: _Optional[int] = ..., goal_dim: _Optional[int] = ..., action_dim: _Optional[int] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., n_landmarks: _Optional[int] = ..., format_version: _Optional[int] = ..., bundle_sha256: _Optional[str] = ..., gamma: _Optional[float] = ..., defaults: _Optional[_Union[PlannerDefaults, _Mapping]] = ..., provenance_json: _Optional[str] = ...) -> None: ...
 
 class EpisodeOptions(_message.Message):
-    __slots__ = ("mode", "d_max", "temperature", "search", "seed", "local_horizon", "sample_subgoal")
+    __slots__ = ("mode", "d_max", "temperature", "search", "seed", "local_horizon", "sample_subgoal", "prune_failed")
     MODE_FIELD_NUMBER: _ClassVar[int]
     D_MAX_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +90,7 @@ class EpisodeOptions(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     LOCAL_HORIZON_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_SUBGOAL_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FAILED_FIELD_NUMBER: _ClassVar[int]
     mode: PlannerMode
     d_max: float
     temperature: float
@@ -95,7 +98,8 @@ class EpisodeOptions(_message.Message):
     seed: int
     local_horizon: float
     sample_subgoal: bool
-    def __init__(self, mode: _Optional[_Union[PlannerMode, str]] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., seed: _Optional[int] = ..., local_horizon: _Optional[float] = ..., sample_subgoal: _Optional[bool] = ...) -> None: ...
+    prune_failed: bool
+    def __init__(self, mode: _Optional[_Union[PlannerMode, str]] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., seed: _Optional[int] = ..., local_horizon: _Optional[float] = ..., sample_subgoal: _Optional[bool] = ..., prune_failed: _Optional[bool] = ...) -> None: ...
 
 class StartEpisodeRequest(_message.Message):
     __slots__ = ("goal", "options")

@@ -20,10 +20,13 @@ subgoal index -1 means "the final goal".
 3. Online (Algorithm 1, every observation): while the counter is >= 1, count down and keep
    the subgoal. Otherwise re-plan: one batched distance_fn call gives d_sc (state ->
    candidate) for every landmark and the goal; pick argmin of d_sc + d_cg (or sample from
-   softmax(-(d_sc + d_cg) / temperature)) excluding cut landmarks (d_sc > d_max) and the
-   subgoal being replaced, then commit for
+   softmax(-(d_sc + d_cg) / temperature)) excluding cut candidates (d_sc > d_max; the goal
+   too, as in the reference code, unless no landmark is left: then the goal is pursued
+   directly) and the subgoal being replaced, then commit for
    ``counter = min(round(d_sc[pick]) + counter_extra, ceil(d_max))`` steps (0 when
    nothing is reachable and the goal is pursued with a non-finite estimate).
+   With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
+   also remembers subgoals it failed to reach and removes them from its graph.
    Mode ``naive`` re-plans every step (no counter, no exclusion) and keeps the same
    local-horizon shortcut, so l3p vs naive measures the counter and the exclusion alone
    (``local_horizon=0`` turns the shortcut off in both); mode ``policy`` skips planning:
@@ -53,6 +56,11 @@ MODES = ("l3p", "naive", "policy")
 SEARCHES = ("soft", "hard", "expectation")
 
 GOAL = -1  # subgoal index of the final goal
+
+# prune_failed thresholds, in steps of the distance network (see PlannerConfig).
+PRUNE_AT_STEPS = 1.0
+PRUNE_MIN_STEPS = 3.0
+PRUNE_PROGRESS = 0.5
 
 # Below this the soft search's exponents -d / temperature overflow (at 5e-324, 1 / temperature
 # is inf and 0 * inf is NaN: pairs turned unreachable). The soft search is already min-plus
@@ -102,6 +110,15 @@ class PlannerConfig:
     counter_extra: int = 1  # added to the counter at each re-plan (reference code)
     sample_subgoal: bool = False  # sample from softmax(-d/temperature) instead of argmin
     adaptive_cut: bool = True  # a node keeps its nearest incoming edge even beyond d_max
+    # Extension beyond Algorithm 1 (mode l3p). Algorithm 1 forgets a failed subgoal after one
+    # re-plan: a learned distance that is too short (an edge through a wall) makes the agent
+    # alternate between that subgoal and another, and two landmarks at one spot make it
+    # alternate between them. With prune_failed: (a) a landmark the state is already at
+    # (D < PRUNE_AT_STEPS) is not a candidate; (b) a landmark subgoal whose counter ran out
+    # with D(state, subgoal) still > max(PRUNE_MIN_STEPS, PRUNE_PROGRESS * D at its pick) is
+    # pruned for the rest of the episode: its incoming edges are removed, d_cg is solved
+    # again (one search), and it is never picked again.
+    prune_failed: bool = False
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field and its allowed range."""
@@ -123,7 +140,7 @@ class PlannerConfig:
             raise ValueError(f"local_horizon must be a finite number >= 0, got {lh!r}")
         if not (_is_int(self.counter_extra) and self.counter_extra >= 0):
             raise ValueError(f"counter_extra must be an integer >= 0, got {self.counter_extra!r}")
-        for name in ("sample_subgoal", "adaptive_cut"):
+        for name in ("sample_subgoal", "adaptive_cut", "prune_failed"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
 
@@ -431,7 +448,11 @@ def distances_to_goal(
     landmarks: np.ndarray, goal: np.ndarray, value_fn: ValueFn, config: PlannerConfig
 ) -> np.ndarray:
     """d_cg [N+1]: solved distance from each landmark (then the goal itself, 0) to the goal."""
-    w = pairwise_graph(landmarks, goal, value_fn, config.d_max, config.adaptive_cut)
+    return _solve_to_goal(pairwise_graph(landmarks, goal, value_fn, config.d_max, config.adaptive_cut), config)
+
+
+def _solve_to_goal(w: np.ndarray, config: PlannerConfig) -> np.ndarray:
+    """The goal column (last node) of the all-pairs solution of w [N+1, N+1] by config.search."""
     if config.search == "hard":
         d = shortest_paths_hard(w)
     else:
@@ -510,6 +531,20 @@ class LandmarkGraph:
             w = _cut_edges(_uncut_edges(values, r, n).T, config.d_max, config.adaptive_cut)
             d_cg[:, :n] = self._block(config).goal_columns(np.ascontiguousarray(w.T))
         return d_cg
+
+    def episode_weights(self, goal: np.ndarray, value_fn: ValueFn, config: PlannerConfig) -> np.ndarray:
+        """The episode's whole edge matrix [N+1, N+1], equal to `pairwise_graph` for these
+        landmarks and this goal, from the cached landmark block: N value_fn calls (landmark ->
+        goal). Edges are cut column by column, so the blocks are cut as in the whole graph."""
+        nodes = _as_nodes(self.landmarks, goal)
+        n = len(self.landmarks)
+        w = np.full((n + 1, n + 1), np.inf)
+        if n > 0:
+            w[:n, :n] = _cut_edges(self._uncut, config.d_max, config.adaptive_cut)
+            values = value_fn(np.ascontiguousarray(nodes[:n]), np.repeat(nodes[n:], n, axis=0))
+            w[:n, n] = _cut_edges(_uncut_edges(values, n, 1), config.d_max, config.adaptive_cut)[:, 0]
+        np.fill_diagonal(w, 0.0)
+        return w
 
     def _block(self, config: PlannerConfig) -> "_HardBlock | _SoftBlock":
         key = _block_key(config)
@@ -671,12 +706,17 @@ class EpisodePlanner:
         else:
             self._d_cg = distances_to_goal(self._nodes[:-1], self._nodes[-1], value_fn, config)
         self._d_cg.flags.writeable = False
-        self.landmark_to_goal: np.ndarray = self._d_cg[:-1]  # [N], inf where unreachable
+        self.landmark_to_goal: np.ndarray = self._d_cg[:-1]  # [N], inf where unreachable (at start)
+        self._value_fn = value_fn  # kept for prune_failed's re-solve
+        self._graph = graph
         self._rng = np.random.default_rng(seed)
         self.step_count: int = 0
         self.replans: int = 0
         self._counter = 0
         self._subgoal = GOAL  # the goal until the first re-plan picks something else
+        self._subgoal_d = 0.0  # D(state, subgoal) when it was picked
+        self._pruned = np.zeros(self._n, bool)  # prune_failed: landmarks removed this episode
+        self._w: np.ndarray | None = None  # prune_failed: this episode's graph, made on first prune
         self._pending: tuple[int, int] | None = None  # prepared: (index, counter) or re-plan
         self._prepared = False
         self._obs = np.empty((0, 0), np.float32)  # [N+1, obs_dim] batch, sized on first step
@@ -686,6 +726,11 @@ class EpisodePlanner:
     @property
     def n_landmarks(self) -> int:
         return self._n
+
+    @property
+    def pruned(self) -> int:
+        """Landmarks pruned so far this episode (prune_failed)."""
+        return int(self._pruned.sum())
 
     def step(self, obs: np.ndarray, distance_fn: DistanceFn, policy_fn: PolicyFn) -> StepResult:
         """One observation [obs_dim] in, one action out."""
@@ -762,10 +807,19 @@ class EpisodePlanner:
         if d_sc[n] <= cfg.local_horizon:
             row = n  # the goal is close: go straight for it
         else:
+            prune = l3p and cfg.prune_failed
+            if prune and self._subgoal != GOAL and self._failed(d_sc[self._subgoal]):
+                self._prune(self._subgoal)
             total = np.add(d_sc, self._d_cg, out=self._total)
-            np.copyto(total[:n], np.inf, where=d_sc[:n] > cfg.d_max)  # unreliable local D
+            excluded = d_sc[:n] > cfg.d_max  # unreliable local D
             if l3p and self._subgoal != GOAL:
-                total[self._subgoal] = np.inf  # never re-pick the subgoal being replaced
+                excluded[self._subgoal] = True  # never re-pick the subgoal being replaced
+            if prune:
+                excluded |= self._pruned
+                excluded |= d_sc[:n] < PRUNE_AT_STEPS  # already there
+            np.copyto(total[:n], np.inf, where=excluded)
+            if d_sc[n] > cfg.d_max and np.isfinite(total[:n]).any():
+                total[n] = np.inf  # a far goal is cut like a landmark while one is usable
             row = self._choose(total)
 
         self.replans += 1
@@ -777,7 +831,26 @@ class EpisodePlanner:
             steps = round(d_pick) + cfg.counter_extra if math.isfinite(d_pick) else 0
             self._counter = min(steps, cfg.counter_cap)
             self._subgoal = index
+            self._subgoal_d = d_pick
         return StepResult(actions[row], self._nodes[row], index, True, self._counter, d_pick)
+
+    def _failed(self, d_now: float) -> bool:
+        """prune_failed: the subgoal being replaced was not reached (its counter ran out)."""
+        return d_now > max(PRUNE_MIN_STEPS, PRUNE_PROGRESS * self._subgoal_d)
+
+    def _prune(self, landmark: int) -> None:
+        """Remove the landmark's incoming edges for this episode and solve d_cg again."""
+        if self._w is None:  # the episode's edges, on the first prune only
+            landmarks, goal, cfg = self._nodes[:-1], self._nodes[-1], self.config
+            if self._graph is not None:  # N value calls; the landmark block is cached
+                self._w = self._graph.episode_weights(goal, self._value_fn, cfg)
+            else:  # N x (N+1) value calls
+                self._w = pairwise_graph(landmarks, goal, self._value_fn, cfg.d_max, cfg.adaptive_cut)
+        self._pruned[landmark] = True
+        self._w[:, landmark] = np.inf
+        self._w[landmark, landmark] = 0.0
+        self._d_cg = _solve_to_goal(self._w, self.config)
+        self._d_cg.flags.writeable = False
 
     def _choose(self, total: np.ndarray) -> int:
         """Row of the pick: argmin, or a softmax(-total / temperature) sample; goal if all inf."""

@@ -317,7 +317,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                     f"options.{field} is {value}, not a known {enum.DESCRIPTOR.name}; "
                     f"expected one of {expected} (or unset for the bundle's default)"
                 )
-        for field in ("d_max", "temperature", "local_horizon", "sample_subgoal"):
+        for field in ("d_max", "temperature", "local_horizon", "sample_subgoal", "prune_failed"):
             if options.HasField(field):
                 overrides[field] = getattr(options, field)
         try:
@@ -390,6 +390,7 @@ def model_info(bundle: Bundle) -> pb.ModelInfo:
             search_iterations=defaults.search_iterations,
             local_horizon=defaults.local_horizon,
             mode=_MODE_ENUM[defaults.mode],
+            prune_failed=defaults.prune_failed,
         ),
         provenance_json=json.dumps(bundle.manifest.get("provenance", {})),
     )

@@ -298,6 +298,7 @@ def test_episode_options_leave_unset_fields_unset():
     assert opts.mode == client_mod.pb.PLANNER_MODE_NAIVE
     assert opts.HasField("seed") and opts.seed == 0 and opts.d_max == 12.0
     assert not opts.HasField("temperature") and not opts.HasField("sample_subgoal")
+    assert not opts.HasField("prune_failed") and episode_options(prune_failed=False).HasField("prune_failed")
     assert episode_options().mode == client_mod.pb.PLANNER_MODE_UNSPECIFIED
     with pytest.raises(ValueError, match="mode"):
         episode_options("greedy")

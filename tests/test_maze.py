@@ -119,7 +119,8 @@ def test_maze_eval_over_a_real_server_on_far_pairs(maze_bundle, layout, tmp_path
     with serve(maze_bundle) as port:
         args = add_eval_arguments(argparse.ArgumentParser()).parse_args(
             ["--server", f"127.0.0.1:{port}", "--pairs", "far", "--episodes", "2", "--seed", str(seed),
-             "--modes", "l3p,l3p@search=hard,naive@local_horizon=0,policy", "--out", str(out),
+             "--modes", "l3p,l3p@search=hard,l3p@prune_failed=true,naive@local_horizon=0,policy",
+             "--out", str(out),
              "--no-progress"])
         assert run_eval(args) == 0
     table = capsys.readouterr().out
@@ -127,7 +128,8 @@ def test_maze_eval_over_a_real_server_on_far_pairs(maze_bundle, layout, tmp_path
     report = json.loads(out.read_text())
     assert report["env_id"] == MAZE and report["pairs"] == "far"
     want = [{"start_cell": list(s), "goal_cell": list(g)} for s, g in mazes.far_pairs(layout, 2, seed)]
-    assert list(report["modes"]) == ["l3p", "l3p@search=hard", "naive@local_horizon=0", "policy"]
+    assert list(report["modes"]) == ["l3p", "l3p@search=hard", "l3p@prune_failed=true",
+                                     "naive@local_horizon=0", "policy"]
     for name, mode in report["modes"].items():
         episodes = mode["per_episode"]
         assert [e["pair"] for e in episodes] == want  # every variant on the same pairs and seeds

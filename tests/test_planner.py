@@ -151,6 +151,10 @@ def no_distance(obs: np.ndarray, goals: np.ndarray):
     raise AssertionError("distance_fn must not be called here")
 
 
+def zero_policy(obs: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    return np.zeros((1, 5), np.float32)
+
+
 def const_policy(obs: np.ndarray, goals: np.ndarray) -> np.ndarray:
     return np.zeros((len(obs), 3), np.float32)
 
@@ -589,6 +593,109 @@ def test_nothing_reachable_falls_back_to_goal_without_commitment() -> None:
     assert planner.step(np.zeros(3), TableDistance([1.0, 1.0, 50.0]), no_policy).replanned
 
 
+def test_far_goal_is_cut_like_a_landmark_while_one_is_usable() -> None:
+    # The goal's own D (20) beats every landmark route (2 + 8 = 10 is not, 25 is), but 20 >
+    # d_max: like the reference code, the goal is cut while a landmark is usable ...
+    planner = make_table_planner(chain_table(2), local_horizon=0.0, d_max=15.0)
+    result = planner.step(np.zeros(3), TableDistance([14.0, 12.0, 20.0]), no_policy)
+    assert result.subgoal_index == 1  # totals: 14 + 8 = 22, 12 + 4 = 16; the goal (20) is cut
+    # ... within d_max the goal competes on its total as before ...
+    planner = make_table_planner(chain_table(2), local_horizon=0.0, d_max=15.0)
+    assert planner.step(np.zeros(3), TableDistance([14.0, 12.0, 15.0]), no_policy).subgoal_index == -1
+    # ... and a landmark that cannot reach the goal does not count as usable.
+    table = chain_table(2)
+    table[1, 2] = 100.0
+    planner = make_table_planner(table, local_horizon=0.0, d_max=15.0, adaptive_cut=False)
+    assert np.isinf(planner.landmark_to_goal).all()
+    assert planner.step(np.zeros(3), TableDistance([1.0, 1.0, 20.0]), no_policy).subgoal_index == -1
+
+
+def wormhole_table() -> np.ndarray:
+    """Landmark 0 claims to be 4 steps from the goal (a wall the robot cannot cross); the
+    honest route is 1 -> 2 -> goal (4 + 4 steps); landmark 3 reaches the goal only via 0."""
+    table = np.full((5, 5), 100.0)
+    np.fill_diagonal(table, 0.0)
+    table[0, 4] = 4.0
+    table[1, 2] = table[2, 4] = 4.0
+    table[3, 0] = 4.0
+    return table
+
+
+def run_stuck_robot(prune_failed: bool, steps: int = 40) -> tuple[EpisodePlanner, list[int]]:
+    """The robot never moves: D(state, .) is fixed, so no subgoal is ever reached."""
+    planner = make_table_planner(wormhole_table(), local_horizon=0.0, d_max=15.0,
+                                 prune_failed=prune_failed)
+    dist = TableDistance([5.0, 5.0, 9.0, 6.0, 30.0])  # totals 9, 13, 13, 14, (goal cut)
+    results = [planner.step(np.zeros(3), dist, zero_policy) for _ in range(steps)]
+    return planner, [r.subgoal_index for r in results if r.replanned]
+
+
+def test_prune_failed_removes_a_subgoal_the_robot_cannot_reach() -> None:
+    # Algorithm 1 alone: after the failed wormhole it takes 1, then returns to the wormhole
+    # (only the subgoal being replaced is excluded), for ever.
+    planner, picks = run_stuck_robot(prune_failed=False)
+    assert picks[:4] == [0, 1, 0, 1] and planner.pruned == 0
+    # prune_failed: the wormhole's counter ran out with D still 5 > max(3, 0.5 * 5): pruned.
+    # Its incoming edges go and d_cg is solved again, so landmark 3 (which reached the goal
+    # only through 0) is unusable too; every later subgoal fails in turn and is pruned.
+    planner, picks = run_stuck_robot(prune_failed=True)
+    assert picks[:4] == [0, 1, 2, -1]
+    assert planner.pruned == 3 and 0 not in picks[1:] and 3 not in picks
+    np.testing.assert_array_equal(planner.landmark_to_goal, [4.0, 8.0, 4.0, 8.0])  # as started
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_prune_failed_on_a_landmark_graph_acts_like_the_plain_planner(search: str) -> None:
+    # A plane with a wall V does not know about: the robot (obs = position) cannot cross x = 15
+    # below y = 30, so subgoals beyond it fail and are pruned.
+    landmarks, goal = plane_landmarks()
+    config = PlannerConfig(search=search, prune_failed=True, local_horizon=0.0)
+
+    def blocked(obs, action):
+        nxt = obs + action
+        return obs if (obs[0] < 15.0 <= nxt[0] or nxt[0] < 15.0 <= obs[0]) and nxt[1] < 30.0 else nxt
+
+    plain = EpisodePlanner(landmarks, goal, plane_value_fn, config)
+    cached = EpisodePlanner(LandmarkGraph(landmarks, plane_value_fn), goal, plane_value_fn, config)
+    fns = PlaneFns()
+    obs_a = obs_b = np.zeros(2)
+    for _ in range(150):
+        a = plain.step(obs_a, fns.distance_fn, fns.policy_fn)
+        b = cached.step(obs_b, fns.distance_fn, fns.policy_fn)
+        assert (a.subgoal_index, a.replanned, a.counter) == (b.subgoal_index, b.replanned, b.counter)
+        obs_a, obs_b = blocked(obs_a, a.action), blocked(obs_b, b.action)
+    assert plain.pruned == cached.pruned > 0
+    assert np.linalg.norm(obs_a - goal) < 1.0  # it went round the wall to the goal
+    # Algorithm 1 alone stays at the wall, alternating between subgoals behind it.
+    stuck = EpisodePlanner(landmarks, goal, plane_value_fn, config.replace(prune_failed=False))
+    obs = np.zeros(2)
+    for _ in range(150):
+        obs = blocked(obs, stuck.step(obs, fns.distance_fn, fns.policy_fn).action)
+    assert obs[0] < 15.0 and stuck.pruned == 0
+
+
+def test_prune_failed_keeps_reached_subgoals_and_skips_the_one_it_is_at() -> None:
+    table = chain_table(3)
+    planner = make_table_planner(table, local_horizon=0.0, prune_failed=True)
+    dist = TableDistance([0.5, 6.0, 9.0, 40.0])  # totals 12.5 (at 0: skipped), 14, 13
+    first = planner.step(np.zeros(3), dist, no_policy)
+    assert (first.subgoal_index, first.counter) == (2, 10)
+    for _ in range(10):
+        planner.step(np.zeros(3), dist, zero_policy)
+    dist.d_sc[:] = [12.0, 4.0, 4.0, 40.0]  # progress: 9 -> 4 <= max(3, 0.5 * 9): reached
+    second = planner.step(np.zeros(3), dist, zero_policy)
+    assert second.replanned and second.subgoal_index == 1 and planner.pruned == 0
+    # Two landmarks at the robot's spot: without prune_failed it alternates between them.
+    table = np.full((4, 4), 6.0)
+    np.fill_diagonal(table, 0.0)
+    dist = TableDistance([0.1, 0.2, 6.0, 30.0])
+    for prune, expected in ((False, [0, 1, 0, 1]), (True, [2])):
+        planner = make_table_planner(table, local_horizon=0.0, prune_failed=prune)
+        results = [planner.step(np.zeros(3), dist, zero_policy) for _ in range(8)]
+        picks = [r.subgoal_index for r in results if r.replanned]
+        assert picks[: len(expected)] == expected
+
+
 def test_unreachable_landmark_never_picked() -> None:
     table = chain_table(2)
     table[0, 1] = 100.0  # landmark 0 cannot reach anything within d_max ...
@@ -889,6 +996,26 @@ def test_landmark_graph_equals_the_from_scratch_solve(search: str, overrides: di
             # Equal up to float summation order (matrix-vector vs matrix products).
             assert_same_distances(cached, expected, atol=1e-9)
             assert cached[-1] == 0.0
+
+
+@pytest.mark.parametrize("adaptive_cut", [True, False])
+def test_landmark_graph_episode_weights_equal_the_whole_graph(adaptive_cut: bool) -> None:
+    landmarks = scattered_landmarks(3)
+    graph = LandmarkGraph(landmarks, plane_value_fn)
+    config = PlannerConfig(d_max=12.0, adaptive_cut=adaptive_cut)
+    calls: list = []
+    for goal in ([30.0, 30.0], [-20.0, 80.0]):  # inside the landmarks' area, and far outside
+        w = graph.episode_weights(np.array(goal), table_calls(calls), config)
+        np.testing.assert_array_equal(w, pairwise_graph(landmarks, np.array(goal), plane_value_fn, 12.0, adaptive_cut))
+    assert [len(a) for a, _ in calls] == [60, 60]  # landmark -> goal only
+
+
+def table_calls(calls: list):
+    def value_fn(a, b):
+        calls.append((a, b))
+        return plane_value_fn(a, b)
+
+    return value_fn
 
 
 @pytest.mark.parametrize("search", SEARCHES)

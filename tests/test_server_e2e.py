@@ -191,6 +191,7 @@ def test_model_info_matches_the_manifest(stub, untrained_bundle):
     assert info.defaults.search_iterations == planner["search_iterations"]
     assert info.defaults.local_horizon == planner["local_horizon"]
     assert info.defaults.mode == pb.PLANNER_MODE_L3P and info.defaults.search == pb.SEARCH_KIND_SOFT
+    assert info.defaults.prune_failed == planner["prune_failed"]
     assert json.loads(info.provenance_json) == manifest["provenance"]
 
 
@@ -282,11 +283,16 @@ def test_identical_seeds_give_identical_actions(stub):
     assert [r.subgoal_index for r in first] != [r.subgoal_index for r in other]
 
 
-def test_served_actions_equal_the_in_process_planner(stub, untrained_bundle):
-    started, served = run_unary(stub, seed=3, options=explore(5))
+@pytest.mark.parametrize("prune_failed", [False, True])
+def test_served_actions_equal_the_in_process_planner(stub, untrained_bundle, prune_failed):
+    options = explore(5)
+    if prune_failed:
+        options.prune_failed = True
+    started, served = run_unary(stub, seed=3, options=options)
 
     bundle = load_bundle(untrained_bundle)
-    config = bundle.planner_defaults.replace(local_horizon=0.0, sample_subgoal=True, temperature=50.0)
+    config = bundle.planner_defaults.replace(local_horizon=0.0, sample_subgoal=True, temperature=50.0,
+                                             prune_failed=prune_failed)
     obs, goal = initial(3)
     planner = EpisodePlanner(bundle.landmarks, goal, bundle.value_fn, config, seed=5)
     np.testing.assert_allclose(started.landmark_to_goal, planner.landmark_to_goal, rtol=1e-6)
@@ -297,6 +303,9 @@ def test_served_actions_equal_the_in_process_planner(stub, untrained_bundle):
             step.subgoal_index, step.replanned, step.counter,
         )
         obs = advance(obs, step.action)
+    # The option reached the served planner: an untrained D puts every landmark under one step
+    # away, so with prune_failed ("already there") no landmark is ever a candidate.
+    assert ({r.subgoal_index for r in served if r.replanned} == {-1}) == prune_failed
 
 
 def test_concurrent_sessions_match_the_same_episodes_one_by_one(stub):

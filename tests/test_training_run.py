@@ -41,9 +41,12 @@ def test_resume_continues_exactly(tmp_path):
 
     first = Trainer(tiny_cfg(4), tmp_path / "split")
     first.train(show_progress=False)
+    first_command = first.command
     del first  # an interrupted run: only what is on disk survives
     resumed = Trainer.resume(tmp_path / "split", total_env_steps=8 * 100)
     assert resumed.progress.env_steps == 400 and resumed.replay.episodes_seen == 8
+    # Provenance names both legs of the run.
+    assert resumed.command == f"{first_command} && l3p train --resume {tmp_path / 'split'} --steps 800"
     resumed.train(show_progress=False)
 
     a, b = params(straight), params(resumed)

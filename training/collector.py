@@ -36,7 +36,7 @@ TRAIN_SEED_HIGH = 2**30
 def planner_config(cfg: TrainConfig, mode: str = "l3p") -> PlannerConfig:
     return PlannerConfig(mode=mode, d_max=cfg.d_max, temperature=cfg.temperature, search=cfg.search,
                          search_iterations=cfg.search_iterations, local_horizon=cfg.local_horizon,
-                         counter_extra=cfg.counter_extra)
+                         counter_extra=cfg.counter_extra, prune_failed=cfg.prune_failed)
 
 
 @dataclass
@@ -108,7 +108,7 @@ def collect(agent, env: VecGoalEnv, cfg: TrainConfig, request: CollectRequest) -
     if request.nodes is not None and not request.warmup:
         # The nodes are the same for every planned env: their landmark-landmark block is solved once.
         graph = LandmarkGraph(request.nodes, agent.value_fn)
-        pcfg = planner_config(cfg).replace(sample_subgoal=True)
+        pcfg = planner_config(cfg).replace(sample_subgoal=True, prune_failed=False)
         planned = np.flatnonzero(rng.random(n) < cfg.plan_eps).tolist()
         planners = [EpisodePlanner(graph, goal[i], agent.value_fn, pcfg, seed=int(rng.integers(2**31)))
                     for i in planned]

@@ -182,7 +182,9 @@ class Trainer:
         cfg = TrainConfig.from_dict(state["config"])
         if total_env_steps is not None:
             cfg = cfg.replace(total_env_steps=total_env_steps)
-        trainer = cls(cfg, run_dir, command=state["command"])
+        # Provenance names every leg of the run: the first command, then each continuation.
+        resumed = f"l3p train --resume {run_dir}" + (f" --steps {total_env_steps}" if total_env_steps is not None else "")
+        trainer = cls(cfg, run_dir, command=f"{state['command']} && {resumed}")
         trainer.agent.load_state_dict(state["agent"])
         trainer.rng.bit_generator.state = state["rng"]
         torch.set_rng_state(state["torch_rng"])
