@@ -67,11 +67,11 @@ def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(latencies_s) * 1e3, q)) if len(latencies_s) else float("nan")
 
 
-# Per-episode planner overrides a variant may set, with their parsers.
 def _bool(text: str) -> bool:
     return {"true": True, "false": False}[text.lower()]
 
 
+# Per-episode planner overrides a variant may set, with their parsers.
 _OPTION_TYPES: dict[str, Callable[[str], Any]] = {
     "search": str, "d_max": float, "temperature": float, "local_horizon": float,
     "sample_subgoal": _bool, "prune_failed": _bool,

@@ -657,18 +657,12 @@ def test_prune_failed_on_a_landmark_graph_acts_like_the_plain_planner(search: st
 
     plain = EpisodePlanner(landmarks, goal, plane_value_fn, config)
     cached = EpisodePlanner(LandmarkGraph(landmarks, plane_value_fn), goal, plane_value_fn, config)
-    fns = PlaneFns()
-    obs_a = obs_b = np.zeros(2)
-    for _ in range(150):
-        a = plain.step(obs_a, fns.distance_fn, fns.policy_fn)
-        b = cached.step(obs_b, fns.distance_fn, fns.policy_fn)
-        assert (a.subgoal_index, a.replanned, a.counter) == (b.subgoal_index, b.replanned, b.counter)
-        obs_a, obs_b = blocked(obs_a, a.action), blocked(obs_b, b.action)
+    obs = assert_same_decisions(plain, cached, 150, blocked)
     assert plain.pruned == cached.pruned > 0
-    assert np.linalg.norm(obs_a - goal) < 1.0  # it went round the wall to the goal
+    assert np.linalg.norm(obs - goal) < 1.0  # it went round the wall to the goal
     # Algorithm 1 alone stays at the wall, alternating between subgoals behind it.
     stuck = EpisodePlanner(landmarks, goal, plane_value_fn, config.replace(prune_failed=False))
-    obs = np.zeros(2)
+    fns, obs = PlaneFns(), np.zeros(2)
     for _ in range(150):
         obs = blocked(obs, stuck.step(obs, fns.distance_fn, fns.policy_fn).action)
     assert obs[0] < 15.0 and stuck.pruned == 0
@@ -1081,14 +1075,22 @@ def test_planner_on_a_landmark_graph_acts_like_the_plain_planner(search: str) ->
     plain = EpisodePlanner(landmarks, goal, plane_value_fn, config, seed=3)
     cached = EpisodePlanner(graph, goal, plane_value_fn, config, seed=3)
     np.testing.assert_allclose(cached.landmark_to_goal, plain.landmark_to_goal, rtol=0, atol=1e-9)
+    assert_same_decisions(plain, cached, 60)
+
+
+def assert_same_decisions(plain: EpisodePlanner, cached: EpisodePlanner, steps: int,
+                          move=lambda obs, action: obs + action) -> np.ndarray:
+    """Both planners drive their own robot on the plane from the origin and must decide (and
+    act) alike at every step; returns the first robot's last position."""
     fns = PlaneFns()
     obs_a = obs_b = np.zeros(2)
-    for _ in range(60):
+    for _ in range(steps):
         a = plain.step(obs_a, fns.distance_fn, fns.policy_fn)
         b = cached.step(obs_b, fns.distance_fn, fns.policy_fn)
         assert (a.subgoal_index, a.replanned, a.counter) == (b.subgoal_index, b.replanned, b.counter)
         np.testing.assert_array_equal(a.action, b.action)
-        obs_a, obs_b = obs_a + a.action, obs_b + b.action
+        obs_a, obs_b = move(obs_a, a.action), move(obs_b, b.action)
+    return obs_a
 
 
 def test_prepare_and_complete_split_a_step() -> None:
