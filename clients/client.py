@@ -212,6 +212,16 @@ class Step:
         )
 
 
+def _resume_or_raise(episode: "Episode | StreamEpisode", lost: PlannerError, message: str) -> None:
+    """After a failed step: re-raise unless the episode resumes and the server was lost; else
+    open a new session (same goal and options) for the step to be retried on."""
+    if not (episode.resume and lost.code in _LOST):
+        raise lost
+    log.warning(message, episode.session_id, lost)
+    episode._open()
+    episode.resumes += 1
+
+
 @dataclasses.dataclass(frozen=True)
 class EpisodeSummary:
     steps: int
@@ -604,12 +614,7 @@ class Episode:
         try:
             return self._client.act(self.session_id, observation, timeout=timeout)
         except PlannerError as lost:
-            if not (self.resume and lost.code in _LOST):
-                raise
-            log.warning("session %s lost (%s); resuming the episode in a new session",
-                        self.session_id, lost)
-            self._open()
-            self.resumes += 1
+            _resume_or_raise(self, lost, "session %s lost (%s); resuming the episode in a new session")
         step = self._client.act(self.session_id, observation, timeout=timeout)
         return dataclasses.replace(step, resumed=True)
 
@@ -787,12 +792,7 @@ class StreamEpisode:
         try:
             step = self._exchange(observation, timeout)
         except PlannerError as lost:
-            if not (self.resume and lost.code in _LOST):
-                raise
-            log.warning("stream of session %s lost (%s); resuming the episode on a new stream",
-                        self.session_id, lost)
-            self._open()
-            self.resumes += 1
+            _resume_or_raise(self, lost, "stream of session %s lost (%s); resuming the episode on a new stream")
             step = dataclasses.replace(self._exchange(observation, timeout), resumed=True)
         self._steps += 1
         self._replans += step.replanned
