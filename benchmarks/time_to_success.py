@@ -1,13 +1,14 @@
 """Time to success: train a preset from scratch; env steps and wall time to first reach each rate.
 
 One invocation measures, on this machine:
-1. throughput, interleaved: rounds of a few cycles of the single-process trainer (collector
-   "inline", the previous settings) and of the two-process one ("process"), alternating so machine
-   noise hits both: env steps/s, optimizer steps/s, CPU utilisation of each process;
-2. a training run of the preset from scratch (collector "process"), evaluated every --eval-every
+1. throughput, interleaved: rounds of a few cycles of the previous trainer's settings (one process,
+   one learner thread), of the collector process alone, and of the new trainer (collector process
+   and overlapped updates: two learner threads), alternating so machine noise hits all three: env
+   steps/s, optimizer steps/s, CPU utilisation of each process;
+2. a training run of the preset from scratch (the new trainer), evaluated every --eval-every
    cycles on the same fixed episodes (policy alone and with the planner): env steps and wall time
    to first reach 0.5 / 0.8 / 0.9 / 0.95;
-3. beside it, the previous trainer's curve (a shipped bundle's progress.csv, by env steps).
+3. beside it, the previous trainer's curve (benchmarks/reference/, by env steps).
 
     python benchmarks/time_to_success.py --env FetchPush-v4 --minutes 45 --out tts_push.json
     python benchmarks/time_to_success.py --from-run runs/push   # the table for a run trained elsewhere
@@ -20,6 +21,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import sys
 import tempfile
 import threading
@@ -36,8 +38,16 @@ from training.config import TrainConfig, preset  # noqa: E402
 from training.trainer import Trainer  # noqa: E402
 
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95)
+# The previous trainer's curves: the progress.csv of the bundle it shipped (FetchPush-v4: 960 k env
+# steps, 132 min, one process and one learner thread, planning on half the episodes after 2 000).
+REFERENCE_DIR = ROOT / "benchmarks" / "reference"
 MODES = ("policy", "l3p")
-COLLECTORS = ("inline", "process")
+# Throughput settings, previous trainer first: (label, TrainConfig overrides).
+SETTINGS = {
+    "previous": ("one process, one learner thread", dict(collector="inline", overlap_updates=False)),
+    "process": ("collector process, one learner thread", dict(collector="process", overlap_updates=False)),
+    "new": ("collector process, overlapped updates", dict(collector="process", overlap_updates=True)),
+}
 
 # --quick: FetchReach with small networks and short schedules, a few minutes of CPU at most.
 QUICK = dict(total_env_steps=2_000, hidden=64, layers=2, ae_hidden=32, n_landmarks=10, gls_sample=200,
@@ -73,20 +83,20 @@ def read_curve(path: Path) -> list[dict]:
 
 
 def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
-    """Env and optimizer steps/s and CPU utilisation of both collectors, measured in alternation.
+    """Env and optimizer steps/s and CPU utilisation of each setting, measured in alternation.
 
     Each segment runs cycles + 1 cycles and times the last ``cycles``: the first absorbs the
     collector process's start-up. Planning starts right after the warm-up, so planned episodes
     are part of the measured collection."""
     base = cfg.replace(total_env_steps=10**12, eval_every_cycles=10**9, checkpoint_every_cycles=10**9,
                        planning_start_episodes=cfg.warmup_episodes, eval_episodes=1)
-    trainers = {c: Trainer(base.replace(collector=c), tmp / c) for c in COLLECTORS}
-    steps_per_cycle = cfg.n_envs * trainers["inline"].spec.max_steps
+    trainers = {name: Trainer(base.replace(**overrides), tmp / name) for name, (_, overrides) in SETTINGS.items()}
+    steps_per_cycle = cfg.n_envs * trainers["previous"].spec.max_steps
     warm = -(-cfg.warmup_episodes // cfg.n_envs) + 1  # warm-up cycles, then one that starts planning
     for trainer in trainers.values():
         trainer.train(show_progress=False, until_env_steps=warm * steps_per_cycle)
     totals = {c: dict(wall=0.0, learner_cpu=0.0, collector_cpu=0.0, env_steps=0, optimizer_steps=0)
-              for c in COLLECTORS}
+              for c in SETTINGS}
     for _ in range(rounds):
         for c, trainer in trainers.items():
             marks = []
@@ -107,19 +117,22 @@ def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
     out = {}
     for c, t in totals.items():
         # Inline, collection is part of the learner process's CPU time; in process mode it is the child's.
+        separate = SETTINGS[c][1]["collector"] == "process"
         out[c] = {"env_steps_per_s": round(t["env_steps"] / t["wall"], 1),
                   "optimizer_steps_per_s": round(t["optimizer_steps"] / t["wall"], 2),
                   "learner_process_cpu": round(t["learner_cpu"] / t["wall"], 3),
-                  "collector_process_cpu": round(t["collector_cpu"] / t["wall"], 3) if c == "process" else None,
+                  "collector_process_cpu": round(t["collector_cpu"] / t["wall"], 3) if separate else None,
+                  "total_cpu": round((t["learner_cpu"] + (t["collector_cpu"] if separate else 0)) / t["wall"], 3),
                   "collection_cpu": round(t["collector_cpu"] / t["wall"], 3),
                   "measured_cycles": t["env_steps"] // steps_per_cycle}
-    out["env_steps_ratio_process_over_inline"] = round(out["process"]["env_steps_per_s"]
-                                                       / out["inline"]["env_steps_per_s"], 2)
+    for c in SETTINGS:
+        out[c]["env_steps_over_previous"] = round(out[c]["env_steps_per_s"] / out["previous"]["env_steps_per_s"], 2)
     return out
 
 
-def time_to_success(cfg: TrainConfig, run_dir: Path, minutes: float | None, show_progress: bool) -> dict:
-    trainer = Trainer(cfg.replace(collector="process"), run_dir)
+def time_to_success(cfg: TrainConfig, run_dir: Path, minutes: float | None, show_progress: bool,
+                    command: str) -> dict:
+    trainer = Trainer(cfg.replace(**SETTINGS["new"][1]), run_dir, command=command)
     stop = threading.Event()
     start, cpu0 = time.perf_counter(), time.process_time()
     stopped_by = ["step budget"]
@@ -146,13 +159,13 @@ def print_tables(result: dict) -> None:
     if tp:
         print(f"\nThroughput, {result['env']} (same invocation, {tp['rounds']} rounds x {tp['cycles']} cycles "
               f"per setting, alternating)")
-        print(f"{'setting':<34}{'env steps/s':>12}{'opt steps/s':>12}{'learner CPU':>12}{'collector CPU':>14}")
-        for c, label in (("inline", "one process (collector=inline)"), ("process", "two processes (collector=process)")):
+        print(f"{'setting':<40}{'env steps/s':>12}{'x previous':>11}{'opt steps/s':>12}{'learner CPU':>12}"
+              f"{'collector CPU':>14}{'total CPU':>10}")
+        for c, (label, _) in SETTINGS.items():
             r = tp[c]
             col = "in learner" if r["collector_process_cpu"] is None else f"{r['collector_process_cpu']:.0%}"
-            print(f"{label:<34}{r['env_steps_per_s']:>12}{r['optimizer_steps_per_s']:>12}"
-                  f"{r['learner_process_cpu']:>12.0%}{col:>14}")
-        print(f"{'env steps/s, process / inline':<34}{tp['env_steps_ratio_process_over_inline']:>12}")
+            print(f"{label:<40}{r['env_steps_per_s']:>12}{r['env_steps_over_previous']:>11}"
+                  f"{r['optimizer_steps_per_s']:>12}{r['learner_process_cpu']:>12.0%}{col:>14}{r['total_cpu']:>10.0%}")
     print(f"\nTime to success, {result['env']} (eval: {result['eval_episodes']} fixed episodes per point)")
     ref = result.get("reference")
     header = f"{'rate':<6}{'mode':<8}{'new: env steps':>16}{'wall min':>10}"
@@ -190,8 +203,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--eval-episodes", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3, help="throughput: alternating rounds")
     ap.add_argument("--cycles", type=int, default=3, help="throughput: timed cycles per setting and round")
-    ap.add_argument("--reference-csv", type=Path, help="the previous trainer's progress.csv "
-                    "(default: models/ENV/progress.csv when it exists)")
+    ap.add_argument("--reference-csv", type=Path, help="the previous trainer's progress.csv (default: "
+                    "benchmarks/reference/ENV_previous_trainer_progress.csv when it exists)")
     ap.add_argument("--run-dir", type=Path, help="keep the training run here (resumable with l3p train --resume)")
     ap.add_argument("--from-run", type=Path, help="no training: the table for this finished run's progress.csv")
     ap.add_argument("--quick", action="store_true", help="FetchReach with tiny networks and budgets (tests)")
@@ -218,13 +231,15 @@ def main(argv: list[str] | None = None) -> dict:
             result["throughput"] = {"rounds": args.rounds, "cycles": args.cycles,
                                     **throughput(cfg, args.rounds, args.cycles, Path(tmp) / "throughput")}
             run_dir = args.run_dir or Path(tmp) / "run"
-            result["new"] = time_to_success(cfg, run_dir, args.minutes, show_progress=not args.quick)
+            # Provenance names this benchmark (resumable with l3p train --resume RUN_DIR).
+            command = shlex.join(["python", "benchmarks/time_to_success.py", *(sys.argv[1:] if argv is None else argv)])
+            result["new"] = time_to_success(cfg, run_dir, args.minutes, show_progress=not args.quick, command=command)
             rows = result["new"].pop("rows")
         result["new"]["first_reach"] = first_reach(rows)
         result["curve"] = [{k: r.get(k) for k in ("env_steps", "wall_time_s", "success_policy", "success_l3p")}
                            for r in rows]
 
-    ref_csv = args.reference_csv or ROOT / "models" / cfg.env_id / "progress.csv"
+    ref_csv = args.reference_csv or REFERENCE_DIR / f"{cfg.env_id}_previous_trainer_progress.csv"
     if ref_csv.is_file():
         ref_rows = read_curve(ref_csv)
         result["reference"] = {"source": str(ref_csv), "first_reach": first_reach(ref_rows),

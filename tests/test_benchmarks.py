@@ -5,6 +5,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -18,19 +20,25 @@ def load_benchmark():
 def test_time_to_success_quick(tmp_path, capsys):
     tts = load_benchmark()
     out = tmp_path / "tts.json"
-    tts.main(["--quick", "--reference-csv", str(ROOT / "models" / "FetchPush-v4" / "progress.csv"), "--out", str(out)])
+    reference = ROOT / "benchmarks" / "reference" / "FetchPush-v4_previous_trainer_progress.csv"
+    tts.main(["--quick", "--reference-csv", str(reference), "--out", str(out), "--run-dir", str(tmp_path / "run")])
     result = json.loads(out.read_text())
     printed = capsys.readouterr().out
     assert "Time to success, FetchReach-v4 (eval: 10 fixed episodes per point)" in printed
-    assert "two processes (collector=process)" in printed
+    assert "collector process, overlapped updates" in printed and "one process, one learner thread" in printed
 
+    provenance = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["command"]
+    assert provenance.startswith("python benchmarks/time_to_success.py --quick ")
     assert result["env"] == "FetchReach-v4" and result["eval_episodes"] == 10 and result["thresholds"] == [0.5, 0.8, 0.9, 0.95]
     tp = result["throughput"]
     assert tp["rounds"] == 1 and tp["cycles"] == 2
-    for setting in ("inline", "process"):
+    for setting in ("previous", "process", "new"):
         assert tp[setting]["measured_cycles"] == 2 and tp[setting]["env_steps_per_s"] > 0
         assert tp[setting]["optimizer_steps_per_s"] > 0 and tp[setting]["collection_cpu"] > 0
-    assert tp["inline"]["collector_process_cpu"] is None and tp["process"]["collector_process_cpu"] > 0
+        assert tp[setting]["env_steps_over_previous"] == round(tp[setting]["env_steps_per_s"]
+                                                               / tp["previous"]["env_steps_per_s"], 2)
+    assert tp["previous"]["collector_process_cpu"] is None and tp["previous"]["env_steps_over_previous"] == 1.0
+    assert tp["process"]["collector_process_cpu"] > 0 and tp["new"]["collector_process_cpu"] > 0
 
     # The run: evaluated every 5 cycles of 2 envs x 50 steps up to its 2000-step budget; each first
     # reach is the first evaluation at or above the rate.
@@ -43,7 +51,7 @@ def test_time_to_success_quick(tmp_path, capsys):
             got = result["new"]["first_reach"][mode][str(thr)]
             assert (got and got["env_steps"]) == (hits[0] if hits else None), (mode, thr)
 
-    # The previous trainer's curve, read from the shipped Push bundle's progress.csv (20 episodes a point).
+    # The previous trainer's curve: its shipped Push bundle's progress.csv (20 episodes a point).
     ref = result["reference"]["first_reach"]
     assert ref["policy"]["0.5"] == {"env_steps": 760000, "wall_s": 6258.3}
     assert all(ref["policy"][t] == {"env_steps": 920000, "wall_s": 7594.2} for t in ("0.8", "0.9", "0.95"))

@@ -13,13 +13,14 @@ from training.trainer import Trainer
 
 
 def test_process_collector_gives_the_inline_run_exactly_and_resumes_exactly(tmp_path):
-    """Same seed: the collector process (stopped half way, resumed from the checkpoint) and the
-    single-process path store the same episodes and end with the same weights, although the policy
-    learns and plans between cycles."""
-    inline = Trainer(tiny_cfg(6, collector="inline"), tmp_path / "inline")
+    """Same seed: the collector process with overlapped updates (stopped half way, resumed from the
+    checkpoint) and the single-process, single-thread path (the previous trainer's schedule) store
+    the same episodes and end with the same weights, although the policy learns and plans between
+    cycles."""
+    inline = Trainer(tiny_cfg(6, collector="inline", overlap_updates=False), tmp_path / "inline")
     inline.train(show_progress=False)
 
-    first = Trainer(tiny_cfg(3, collector="process"), tmp_path / "process")
+    first = Trainer(tiny_cfg(3, collector="process", overlap_updates=True), tmp_path / "process")
     first.train(show_progress=False)
     assert first.progress.collector_cpu_s > 0
     del first

@@ -241,22 +241,26 @@ def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
     assert not (tmp_path / "early").exists() and not list(tmp_path.glob(".early*"))
 
 
-def test_cluster_batch_refresh_and_cluster_steps_follow_their_own_schedules(tmp_path):
+def test_cluster_batch_refresh_and_cluster_steps_follow_their_own_schedules(tmp_path, monkeypatch):
+    import training.agent as agent_mod
+
     trainer = Trainer(tiny_cfg(6, planning_start_episodes=2, warmup_episodes=2, updates_per_cycle=10,
                                 cluster_refresh_every=5, cluster_every=2), tmp_path)
-    agent, calls = trainer.agent, []
-    refresh, step = agent.refresh_cluster_batch, agent.cluster_step
-    agent.refresh_cluster_batch = lambda *a: (calls.append(("refresh", agent.optimizer_steps)), refresh(*a))[1]
-    agent.cluster_step = lambda: (calls.append(("step", agent.optimizer_steps)), step())[1]
+    agent, planned, cluster_losses = trainer.agent, [], []
+    work = agent.cluster_work
+    agent.cluster_work = lambda *a: (w := work(*a), planned.append((agent.optimizer_steps + 1, w)))[0]
+    real = agent_mod.losses.cluster_loss
+    monkeypatch.setattr(agent_mod.losses, "cluster_loss", lambda *a: (cluster_losses.append(1), real(*a))[1])
     trainer.train(show_progress=False)
-    refreshes = [s for k, s in calls if k == "refresh"]
-    steps = [s for k, s in calls if k == "step"]
-    first = min(steps)  # the first cluster step after the clusters were initialized
-    # One refresh when the clusters are initialized, then one every 5 optimizer steps (not 10).
-    assert refreshes[0] < first
-    assert refreshes[1:] == list(range(refreshes[0] + 5 - refreshes[0] % 5, agent.optimizer_steps + 1, 5))
-    assert steps == list(range(first, agent.optimizer_steps + 1, 2))
-    assert agent.optimizer_steps >= 40
+    refreshes = [n for n, w in planned if w.refresh_goals is not None]
+    steps = [n for n, w in planned if w.step]
+    # Once the clusters exist (init picks their first batch): a refresh every 5 optimizer steps and a
+    # cluster step every 2, each on its own schedule; every planned step ran (in the second thread).
+    assert steps and steps == list(range(steps[0], agent.optimizer_steps + 1, 2))
+    assert refreshes == list(range(refreshes[0], agent.optimizer_steps + 1, 5)) and refreshes[0] % 5 == 0
+    assert abs(refreshes[0] - steps[0]) < 5 and agent.optimizer_steps >= 40
+    assert len(cluster_losses) == len(steps)
+    assert all(len(w.refresh_goals) == trainer.cfg.gls_sample for n, w in planned if n in refreshes)
 
 
 def test_the_agent_regresses_v_on_the_next_achieved_goal(trained, monkeypatch):
@@ -265,15 +269,16 @@ def test_the_agent_regresses_v_on_the_next_achieved_goal(trained, monkeypatch):
     seen = {}
     real = agent_mod.losses.value_loss
 
-    def spy(value, critic, obs, ag_next, goal, action):
+    def spy(value, ag_next, goal, target):
         seen["ag_next"] = ag_next.clone()
-        return real(value, critic, obs, ag_next, goal, action)
+        return real(value, ag_next, goal, target)
 
     monkeypatch.setattr(agent_mod.losses, "value_loss", spy)
     batch = trained.replay.sample(64, np.random.default_rng(0), trained.env.compute_reward)
     assert not np.allclose(batch.ag, batch.ag_next)
     agent = Trainer(tiny_cfg(1), Path("unused")).agent
     agent.update(batch)
+    agent.drain()
     np.testing.assert_array_equal(seen["ag_next"].numpy(), batch.ag_next)
 
 

@@ -1,7 +1,18 @@
-"""The L3P agent: networks, optimizers and one optimization step over every learned piece."""
+"""The L3P agent: networks, optimizers and one optimization step over every learned piece.
+
+An optimizer step has two halves that share no parameter either one writes:
+- the policy half: the distance critic D, then the actor (and, when due, the targets);
+- the landmark-model half: V regressed onto D (its target taken from the critic right after the
+  critic's step), the reachability autoencoder, and the latent clusters.
+With ``cfg.overlap_updates`` the landmark-model half of step k runs in a second thread while the
+policy half of step k+1 runs in this one: both cores learn, and every network sees exactly the
+inputs and weights of the sequential order, so the run is the same (tests/test_learning_units.py).
+"""
 from __future__ import annotations
 
 import copy
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -14,6 +25,15 @@ from training.networks import (Actor, DistanceCritic, DistanceWithPolicy, GoalAu
                                ValueNet)
 from training.normalizer import Normalizer
 from training.replay import Batch
+
+
+@dataclass
+class ClusterWork:
+    """The cluster part of one optimizer step. The trainer decides it and draws its randomness in
+    the order of the sequential loop, so running it in another thread changes no random stream."""
+    refresh_goals: np.ndarray | None = None  # re-pick the cluster batch by GLS among these replay goals,
+    refresh_first: int = 0                   # starting from this one
+    step: bool = False                       # one ELBO step on the cluster batch
 
 
 class L3PAgent:
@@ -40,6 +60,8 @@ class L3PAgent:
         self.optimizer_steps = 0
         self.clusters_ready = False
         self._cluster_batch: torch.Tensor | None = None
+        self._landmark_thread: ThreadPoolExecutor | None = None  # created at the first overlapped step
+        self._landmark_steps: list[Future] = []                   # submitted, losses not collected yet
 
     # ----- acting -----
     @torch.no_grad()
@@ -53,60 +75,103 @@ class L3PAgent:
 
     @torch.no_grad()
     def value_fn(self, goal_a: np.ndarray, goal_b: np.ndarray) -> np.ndarray:
+        self._wait()
         # Copies: the planner passes read-only and broadcast views, which torch cannot wrap.
         return self.value(torch.tensor(goal_a, dtype=torch.float32), torch.tensor(goal_b, dtype=torch.float32)).numpy()
 
     @torch.no_grad()
     def landmarks(self) -> np.ndarray:
         """Decoded centroids f_D(c_k): the graph's nodes, in goal space."""
+        self._wait()
         return self.ae.decode(self.clusters.centroids).numpy()
 
     # ----- learning -----
-    def update(self, b: Batch) -> dict[str, float]:
+    def update(self, b: Batch, clusters: ClusterWork | None = None) -> dict[str, float]:
+        """One optimizer step of every learned piece. Returns the losses known now: all of them, or,
+        with ``cfg.overlap_updates``, the policy half's (the landmark half's come from ``drain``)."""
         cfg = self.cfg
         t = {k: torch.as_tensor(v) for k, v in vars(b).items()}
         loss_c = losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
                                     t["reward"], t["obs_next"], cfg.gamma, cfg.clip_return)
         _step(self.opt_critic, loss_c)
+        v_target = losses.value_target(self.critic, t["obs"], t["goal"], t["action"])  # D after its step
+        clusters = clusters if self.clusters_ready and clusters is not None else ClusterWork()
+        if cfg.overlap_updates:
+            if self._landmark_thread is None:
+                self._landmark_thread = ThreadPoolExecutor(1, thread_name_prefix="l3p-landmarks",
+                                                           initializer=torch.set_num_threads,
+                                                           initargs=(cfg.torch_threads,))
+            self._landmark_steps.append(self._landmark_thread.submit(self._landmark_step, t, v_target, clusters))
+            out = {}
+        else:
+            out = self._landmark_step(t, v_target, clusters)
         loss_a = losses.actor_loss(self.actor, self.critic, t["obs"], t["goal"], cfg.gamma, cfg.action_l2)
         _step(self.opt_actor, loss_a)
-        loss_v = losses.value_loss(self.value, self.critic, t["obs"], t["ag_next"], t["goal"], t["action"])
-        _step(self.opt_value, loss_v)
-        loss_ae = losses.autoencoder_loss(self.ae, self.value, t["ag"], t["goal"], cfg.ae_lambda)
-        _step(self.opt_ae, loss_ae)
-        out = {"loss_critic": loss_c.item(), "loss_actor": loss_a.item(), "loss_value": loss_v.item(),
-               "loss_ae": loss_ae.item()}
         self.optimizer_steps += 1
+        return {"loss_critic": loss_c.item(), "loss_actor": loss_a.item(), **out}
+
+    def _landmark_step(self, t: dict[str, torch.Tensor], v_target: torch.Tensor, clusters: ClusterWork) -> dict:
+        loss_v = losses.value_loss(self.value, t["ag_next"], t["goal"], v_target)
+        _step(self.opt_value, loss_v)
+        loss_ae = losses.autoencoder_loss(self.ae, self.value, t["ag"], t["goal"], self.cfg.ae_lambda)
+        _step(self.opt_ae, loss_ae)
+        out = {"loss_value": loss_v.item(), "loss_ae": loss_ae.item()}
+        if clusters.refresh_goals is not None:
+            self._cluster_batch = self._gls_latents(clusters.refresh_goals, self.cfg.cluster_batch,
+                                                    first=clusters.refresh_first)
+        if clusters.step:
+            loss = losses.cluster_loss(self.clusters, self._cluster_batch)
+            _step(self.opt_clusters, loss)
+            out["loss_clusters"] = loss.item()
         return out
 
-    def refresh_cluster_batch(self, replay_goals: np.ndarray, rng: np.random.Generator) -> None:
-        """Pick the latents the clusters train on: ``cluster_batch`` GLS-spread replay goals."""
-        self._cluster_batch = self.gls_latents(replay_goals, self.cfg.cluster_batch, rng)
+    def drain(self) -> list[dict[str, float]]:
+        """Wait for the overlapped landmark-model steps; their losses, in step order."""
+        steps, self._landmark_steps = self._landmark_steps, []
+        return [f.result() for f in steps]  # re-raises a failed step's exception here
 
-    def cluster_step(self) -> float:
-        """One ELBO step on the current GLS-picked batch of latents."""
-        loss = losses.cluster_loss(self.clusters, self._cluster_batch)
-        _step(self.opt_clusters, loss)
-        return loss.item()
+    def _wait(self) -> None:
+        """Reading V, the autoencoder or the clusters needs their pending steps done."""
+        for f in self._landmark_steps:
+            f.exception()  # blocks until done; the losses (or the error) stay for drain()
 
-    @torch.no_grad()
+    def cluster_work(self, replay, rng: np.random.Generator) -> ClusterWork:
+        """The cluster part of the next optimizer step (ALGORITHM.md §2: two independent schedules, a
+        fresh GLS batch every ``cluster_refresh_every`` optimizer steps, a step every ``cluster_every``)."""
+        if not self.clusters_ready:
+            return ClusterWork()
+        n, cfg = self.optimizer_steps + 1, self.cfg
+        work = ClusterWork(step=n % cfg.cluster_every == 0)
+        if n % cfg.cluster_refresh_every == 0:
+            work.refresh_goals = replay.sample_goals(cfg.gls_sample, rng)
+            work.refresh_first = int(rng.integers(len(work.refresh_goals)))
+        return work
+
     def gls_indices(self, goals: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
         """Indices of ``k`` goals spread out in latent space (Greedy Latent Sparsification)."""
-        z = self.ae.encode(torch.as_tensor(goals)).numpy()
-        return greedy_latent_sparsification(z, min(k, len(goals)), rng)
+        self._wait()
+        return self._gls_indices(goals, k, rng)
 
     @torch.no_grad()
-    def gls_latents(self, goals: np.ndarray, k: int, rng: np.random.Generator) -> torch.Tensor:
-        return self.ae.encode(torch.as_tensor(goals[self.gls_indices(goals, k, rng)]))
+    def _gls_indices(self, goals: np.ndarray, k: int, rng: np.random.Generator | None = None,
+                     first: int | None = None) -> np.ndarray:
+        z = self.ae.encode(torch.as_tensor(goals)).numpy()
+        return greedy_latent_sparsification(z, min(k, len(goals)), rng, first)
+
+    @torch.no_grad()
+    def _gls_latents(self, goals: np.ndarray, k: int, rng: np.random.Generator | None = None,
+                     first: int | None = None) -> torch.Tensor:
+        return self.ae.encode(torch.as_tensor(goals[self._gls_indices(goals, k, rng, first)]))
 
     @torch.no_grad()
     def init_clusters(self, replay_goals: np.ndarray, rng: np.random.Generator) -> None:
         """Centroids start at N GLS-picked latents; the std at the latents' spread."""
-        z = self.gls_latents(replay_goals, self.cfg.n_landmarks, rng)
+        self._wait()
+        z = self._gls_latents(replay_goals, self.cfg.n_landmarks, rng)
         self.clusters.centroids.copy_(z)
         spread = self.ae.encode(torch.as_tensor(replay_goals)).std(0).clamp(min=1e-3)
         self.clusters.log_std.copy_(torch.log(spread / np.sqrt(self.cfg.n_landmarks)))
-        self.refresh_cluster_batch(replay_goals, rng)
+        self._cluster_batch = self._gls_latents(replay_goals, self.cfg.cluster_batch, rng)
         self.clusters_ready = True
 
     @torch.no_grad()
@@ -127,12 +192,14 @@ class L3PAgent:
                 "clusters": self.opt_clusters}
 
     def state_dict(self) -> dict:
+        self._wait()
         return {"modules": {k: m.state_dict() for k, m in self.modules().items()},
                 "optimizers": {k: o.state_dict() for k, o in self.optimizers().items()},
                 "optimizer_steps": self.optimizer_steps, "clusters_ready": self.clusters_ready,
                 "cluster_batch": self._cluster_batch}
 
     def load_state_dict(self, state: dict) -> None:
+        self._wait()
         for k, m in self.modules().items():
             m.load_state_dict(state["modules"][k])
         for k, o in self.optimizers().items():

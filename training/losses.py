@@ -25,10 +25,14 @@ def actor_loss(actor: Actor, critic: DistanceCritic, obs, goal, gamma: float, ac
     return -q.mean() + action_l2 * ((action / actor.action_max) ** 2).mean()
 
 
-def value_loss(value: ValueNet, critic: DistanceCritic, obs, ag_next, goal, action) -> torch.Tensor:
-    """Regress V(ag_{t+1}, g) onto stop-grad D(s_t, a_t, g): the goal-space distance after the step."""
-    with torch.no_grad():
-        target = critic(obs, goal, action)
+@torch.no_grad()
+def value_target(critic: DistanceCritic, obs, goal, action) -> torch.Tensor:
+    """Stop-grad D(s_t, a_t, g): what V(ag_{t+1}, g) regresses onto."""
+    return critic(obs, goal, action)
+
+
+def value_loss(value: ValueNet, ag_next, goal, target: torch.Tensor) -> torch.Tensor:
+    """Regress V(ag_{t+1}, g) onto ``value_target``: the goal-space distance after the step."""
     return F.mse_loss(value(ag_next, goal), target)
 
 

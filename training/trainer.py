@@ -232,18 +232,11 @@ class Trainer:
                     for _ in range(cfg.updates_per_cycle):
                         batch = self.replay.sample(cfg.batch_size, self.rng, self.env.compute_reward, cfg.relabel_p,
                                                    cfg.future_step)
-                        for k, v in agent.update(batch).items():
-                            metrics.setdefault(k, []).append(v)
-                        if agent.clusters_ready:
-                            # Two independent schedules (ALGORITHM.md §2): a fresh GLS batch every
-                            # cluster_refresh_every optimizer steps, a cluster step every cluster_every.
-                            if agent.optimizer_steps % cfg.cluster_refresh_every == 0:
-                                agent.refresh_cluster_batch(self.replay.sample_goals(cfg.gls_sample, self.rng),
-                                                            self.rng)
-                            if agent.optimizer_steps % cfg.cluster_every == 0:
-                                metrics.setdefault("loss_clusters", []).append(agent.cluster_step())
+                        _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
                         if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
                             agent.update_targets()
+                    for row in agent.drain():  # the overlapped landmark-model steps; V etc. are read next
+                        _add(metrics, row)
                     if not cfg.target_update_every:
                         agent.update_targets()
                 p.cycle += 1
@@ -296,6 +289,11 @@ class Trainer:
 
     def provenance(self) -> dict:
         return run_provenance(self.command, self.cfg.to_dict(), vars(self.progress), self.agent.optimizer_steps)
+
+
+def _add(metrics: dict[str, list[float]], row: dict[str, float]) -> None:
+    for k, v in row.items():
+        metrics.setdefault(k, []).append(v)
 
 
 def run_provenance(command: str, config: dict, progress: dict, optimizer_steps: int) -> dict:
