@@ -4,9 +4,10 @@ An optimizer step has two halves that share no parameter either one writes:
 - the policy half: the distance critic D, then the actor (and, when due, the targets);
 - the landmark-model half: V regressed onto D (its target taken from the critic right after the
   critic's step), the reachability autoencoder, and the latent clusters.
-With ``cfg.overlap_updates`` the landmark-model half of step k runs in a second thread while the
-policy half of step k+1 runs in this one: both cores learn, and every network sees exactly the
-inputs and weights of the sequential order, so the run is the same (tests/test_learning_units.py).
+With ``cfg.overlap_updates`` the landmark-model half of step k runs in a second thread while this
+one goes on with step k's actor and the next steps' critics and actors: both cores learn, and every
+network sees exactly the inputs and weights of the sequential order, so the losses and the whole
+run are the same (tests/test_learning_units.py, tests/test_collector.py).
 """
 from __future__ import annotations
 
