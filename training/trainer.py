@@ -285,7 +285,9 @@ class Trainer:
             writer = csv.DictWriter(f, fieldnames=keys)
             writer.writeheader()
             writer.writerows(history)
-        plot_learning_curve(history, self.run_dir / "learning_curve.png", self.cfg.env_id)
+        cfg = self.cfg
+        plot_learning_curve(history, self.run_dir / "learning_curve.png", cfg.env_id,
+                            f"L3P planner, training settings (d_max {cfg.d_max:g}, local horizon {cfg.local_horizon:g})")
 
     def provenance(self) -> dict:
         return run_provenance(self.command, self.cfg.to_dict(), vars(self.progress), self.agent.optimizer_steps)
@@ -365,11 +367,11 @@ def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: 
     plt.close(fig)
 
 
-def plot_learning_curve(history: list[dict], path: Path, title: str) -> None:
+def plot_learning_curve(history: list[dict], path: Path, title: str, planner_label: str = "L3P planner") -> None:
     plt = _pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for key, label in (("success_policy", "policy π(s, g)"), ("success_l3p", "L3P planner")):
+    for key, label in (("success_policy", "policy π(s, g)"), ("success_l3p", planner_label)):
         rows = [r for r in history if r.get(key) is not None]  # cells not measured are absent
         ax.plot([r["env_steps"] for r in rows], [r[key] for r in rows], marker=".", label=label)
     ax.set_xlabel("env steps")
