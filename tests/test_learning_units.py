@@ -310,3 +310,30 @@ def test_update_losses_are_pinned_on_fixed_batches(overlap):
         assert row.keys() == pinned.keys()
         for k, v in pinned.items():
             assert row[k] == pytest.approx(v, rel=2e-6), (step, k)
+
+
+def test_a_failed_overlapped_step_raises_at_drain(monkeypatch):
+    """An error in the landmark-model thread is not lost: drain re-raises it, in the trainer's thread."""
+    import training.agent as agent_mod
+    from training.agent import L3PAgent
+    from training.config import TrainConfig
+    from training.envs import EnvSpec
+    from training.replay import Batch
+
+    spec = EnvSpec("FetchReach-v4", 10, 3, 4, (-1.0,) * 4, (1.0,) * 4, 50)
+    agent = L3PAgent(TrainConfig(env_id="FetchReach-v4", hidden=16, layers=2, ae_hidden=8, overlap_updates=True), spec)
+    rng = np.random.default_rng(0)
+    f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+    batch = Batch(obs=f32(8, 10), obs_next=f32(8, 10), ag=f32(8, 3), ag_next=f32(8, 3), goal=f32(8, 3),
+                  action=f32(8, 4).clip(-1, 1), reward=-np.ones(8, np.float32))
+
+    def broken(*_):
+        raise FloatingPointError("autoencoder diverged")
+
+    monkeypatch.setattr(agent_mod.losses, "autoencoder_loss", broken)
+    row = agent.update(batch)
+    assert set(row) == {"loss_critic", "loss_actor"} and agent.optimizer_steps == 1
+    assert agent.value_fn(f32(2, 3), f32(2, 3)).shape == (2,)  # waits for the step, keeps its error
+    with pytest.raises(FloatingPointError, match="autoencoder diverged"):
+        agent.drain()
+    assert agent.drain() == []
