@@ -221,8 +221,7 @@ class Trainer:
                 t0 = time.perf_counter()
                 episodes, self._pending = self._next_episodes(), None
                 self._store(episodes)
-                metrics.setdefault("train_success", []).append(episodes.train_success)
-                metrics.setdefault("planned_fraction", []).append(episodes.planned_fraction)
+                _add(metrics, {"train_success": episodes.train_success, "planned_fraction": episodes.planned_fraction})
                 if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
                     agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
                 # The next cycle's episodes are collected on these weights while the updates run
