@@ -10,7 +10,8 @@ Measured in one run, on the same inputs:
 - the planner server (`python -m serving.server`, own process, started with no thread variables
   in its environment, like a user's shell): Act (unary) and Control (stream) round trips,
   re-planning and subgoal-keeping steps reported separately; StartEpisode alone and under 32
-  concurrent starts;
+  concurrent starts, beside the asyncio echo answering the same bursts of start- and end-sized
+  calls (a burst's transport floor);
 - aggregate actions/s with 1, 8 and 32 concurrent unary sessions and 64, 256 and 1,000
   concurrent Control streams (closed loop; asyncio clients in this process, sharing the machine
   with the server), with the per-step latency the streams saw;
@@ -61,15 +62,19 @@ TIMEOUT = 30.0
 # ------------------------------------------------------------------------- the echo server
 
 
-def run_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None:
+# Replies of the echo servers, by method: the planner's message of the same role (bytes).
+UNARY_METHODS = {"Unary": "act_response", "Start": "start_response", "End": "end_response"}
+
+
+def run_echo_server(reply_bytes: dict[str, int]) -> None:
     """A threaded gRPC server with no application work: bytes in, a fixed-size reply out."""
-    unary_reply, stream_reply = bytes(unary_reply_bytes), bytes(stream_reply_bytes)
     handlers = {
-        "Unary": grpc.unary_unary_rpc_method_handler(lambda request, context: unary_reply),
-        "Stream": grpc.stream_stream_rpc_method_handler(
-            lambda requests, context: (stream_reply for _ in requests)
-        ),
+        method: grpc.unary_unary_rpc_method_handler(lambda request, context, r=bytes(reply_bytes[size]): r)
+        for method, size in UNARY_METHODS.items()
     }
+    stream_reply = bytes(reply_bytes["control_response"])
+    handlers["Stream"] = grpc.stream_stream_rpc_method_handler(
+        lambda requests, context: (stream_reply for _ in requests))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(ECHO_SERVICE, handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
@@ -78,12 +83,14 @@ def run_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None:
     server.wait_for_termination()
 
 
-def run_aio_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None:
+def run_aio_echo_server(reply_bytes: dict[str, int]) -> None:
     """The same echo on grpc.aio, the planner server's transport."""
-    unary_reply, stream_reply = bytes(unary_reply_bytes), bytes(stream_reply_bytes)
+    stream_reply = bytes(reply_bytes["control_response"])
 
-    async def unary(request, context):
-        return unary_reply
+    def unary(reply: bytes):
+        async def answer(request, context):
+            return reply
+        return answer
 
     async def stream(requests, context):
         async for _ in requests:
@@ -91,10 +98,9 @@ def run_aio_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None
 
     async def serve() -> None:
         server = grpc.aio.server()
-        handlers = {
-            "Unary": grpc.unary_unary_rpc_method_handler(unary),
-            "Stream": grpc.stream_stream_rpc_method_handler(stream),
-        }
+        handlers = {method: grpc.unary_unary_rpc_method_handler(unary(bytes(reply_bytes[size])))
+                    for method, size in UNARY_METHODS.items()}
+        handlers["Stream"] = grpc.stream_stream_rpc_method_handler(stream)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(ECHO_SERVICE, handlers),))
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
@@ -105,11 +111,12 @@ def run_aio_echo_server(unary_reply_bytes: int, stream_reply_bytes: int) -> None
 
 
 class EchoProcess:
-    def __init__(self, unary_reply_bytes: int, stream_reply_bytes: int, kind: str = "threaded"):
+    """An echo server (threaded or asyncio) in its own process, replying with `sizes`' bytes."""
+
+    def __init__(self, sizes: dict[str, int], kind: str = "threaded"):
         flag = {"threaded": "--echo-server", "asyncio": "--aio-echo-server"}[kind]
         self.process = subprocess.Popen(
-            [sys.executable, __file__, flag, str(unary_reply_bytes), str(stream_reply_bytes)],
-            stdout=subprocess.PIPE, text=True,
+            [sys.executable, __file__, flag, json.dumps(sizes)], stdout=subprocess.PIPE, text=True,
         )
         line = self.process.stdout.readline()
         match = re.match(r"ECHO_READY port=(\d+)", line)
@@ -367,30 +374,48 @@ def echo_cpu_per_call(process: "EchoProcess", sizes: dict, sessions: int, second
             "server_cpu_us_per_call": round((process_cpu_s(process.process.pid) - before) / calls * 1e6, 1)}
 
 
-async def _concurrent_starts(target: str, episodes, concurrent: int, rounds: int) -> list[float]:
-    """`rounds` bursts of `concurrent` StartEpisode calls sent at once, one channel per caller."""
+async def _bursts(target: str, concurrent: int, rounds: int, start_and_end) -> list[float]:
+    """`rounds` bursts of `concurrent` callers at once, one channel each: `await
+    start_and_end(channel, index)` makes one start (returning its latency) then ends it."""
     channels = [grpc.aio.insecure_channel(target) for _ in range(concurrent)]
-    stubs = [pb_grpc.PlannerStub(channel) for channel in channels]
-    for stub in stubs:  # connect first: the connection is not part of a start
-        await stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=TIMEOUT)
+    for channel in channels:  # connect first: the connection is not part of a start
+        await channel.channel_ready()
     times: list[float] = []
-
-    async def start(stub, goal) -> None:
-        started = time.perf_counter()
-        session_id = (await stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT)).session_id
-        times.append(time.perf_counter() - started)
-        await stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
-
     for r in range(rounds):
-        await asyncio.gather(*(start(stub, episodes[(r * concurrent + i) % len(episodes)][0])
-                               for i, stub in enumerate(stubs)))
+        times += await asyncio.gather(*(start_and_end(channel, r * concurrent + i)
+                                        for i, channel in enumerate(channels)))
     for channel in channels:
         await channel.close()
     return times
 
 
 def concurrent_starts(target: str, episodes, concurrent: int, rounds: int) -> list[float]:
-    return asyncio.run(_concurrent_starts(target, episodes, concurrent, rounds))
+    """StartEpisode latencies in bursts of `concurrent` (each caller then ends its episode)."""
+    async def start_and_end(channel, index: int) -> float:
+        stub = pb_grpc.PlannerStub(channel)
+        started = time.perf_counter()
+        response = await stub.StartEpisode(
+            pb.StartEpisodeRequest(goal=episodes[index % len(episodes)][0]), timeout=TIMEOUT)
+        latency = time.perf_counter() - started
+        await stub.EndEpisode(pb.EndEpisodeRequest(session_id=response.session_id), timeout=TIMEOUT)
+        return latency
+
+    return asyncio.run(_bursts(target, concurrent, rounds, start_and_end))
+
+
+def concurrent_echo_starts(target: str, sizes: dict, concurrent: int, rounds: int) -> list[float]:
+    """The echo's counterpart of `concurrent_starts`: the same bursts of start- and end-sized
+    calls, answered with no work, the transport floor of a burst of starts."""
+    start_request, end_request = bytes(sizes["start_request"]), bytes(sizes["end_request"])
+
+    async def start_and_end(channel, index: int) -> float:
+        started = time.perf_counter()
+        await channel.unary_unary(f"/{ECHO_SERVICE}/Start")(start_request, timeout=TIMEOUT)
+        latency = time.perf_counter() - started
+        await channel.unary_unary(f"/{ECHO_SERVICE}/End")(end_request, timeout=TIMEOUT)
+        return latency
+
+    return asyncio.run(_bursts(target, concurrent, rounds, start_and_end))
 
 
 def time_tls_overhead(bundle_dir: Path, plain_stub, episodes, scratch: Path) -> dict[str, dict]:
@@ -442,11 +467,11 @@ def summarize(seconds: list[float]) -> dict:
 def print_table(report: dict) -> None:
     print(f"\nper-call round trip (µs), {report['bundle']['env_id']}, "
           f"{report['bundle']['n_landmarks']} landmarks, mode {report['bundle']['mode']}")
-    print(f"{'':52s}{'n':>7s}{'p50':>10s}{'p99':>10s}")
+    print(f"{'':62s}{'n':>7s}{'p50':>10s}{'p99':>10s}")
     for name, row in report["latency"].items():
         p50 = "-" if row["p50_us"] is None else f"{row['p50_us']:.0f}"
         p99 = "-" if row["p99_us"] is None else f"{row['p99_us']:.0f}"
-        print(f"{name:52s}{row['n']:>7d}{p50:>10s}{p99:>10s}")
+        print(f"{name:62s}{row['n']:>7d}{p50:>10s}{p99:>10s}")
     print("\nconcurrent sessions, closed loop (asyncio clients in the benchmark process)")
     print(f"{'':22s}{'sessions':>9s}{'actions/s':>11s}{'step p50 µs':>13s}{'step p99 µs':>13s}"
           f"{'min actions':>13s}{'server CPU µs/action':>22s}")
@@ -468,7 +493,7 @@ def print_table(report: dict) -> None:
     if report["tls_overhead"]:
         print("\nTLS + bearer token vs plaintext, keep steps measured alternately (µs)")
         for name, row in report["tls_overhead"].items():
-            print(f"{name:52s}{row['n']:>7d}{row['p50_us']:>10.0f}{row['p99_us']:>10.0f}")
+            print(f"{name:62s}{row['n']:>7d}{row['p50_us']:>10.0f}{row['p99_us']:>10.0f}")
         rows = report["tls_overhead"]
         for kind in ("unary", "stream"):
             plain = rows[f"served keep step ({kind}, plaintext)"]
@@ -535,11 +560,18 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
         print(f"server on {server.target}; measuring...", flush=True)
         # Message sizes as sent on the wire, for the echo servers to mimic.
         goal, observations = episodes[0]
-        session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=TIMEOUT).session_id
+        start_request = pb.StartEpisodeRequest(goal=goal)
+        start_response = stub.StartEpisode(start_request, timeout=TIMEOUT)
+        session_id = start_response.session_id
         act_request = pb.ActRequest(session_id=session_id, observation=observations[0])
         act_response = stub.Act(act_request, timeout=TIMEOUT)
-        stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT)
+        end_request = pb.EndEpisodeRequest(session_id=session_id)
+        end_response = stub.EndEpisode(end_request, timeout=TIMEOUT)
         sizes = {
+            "start_request": start_request.ByteSize(),
+            "start_response": start_response.ByteSize(),
+            "end_request": end_request.ByteSize(),
+            "end_response": end_response.ByteSize(),
             "act_request": act_request.ByteSize(),
             "act_response": act_response.ByteSize(),
             "control_request": pb.ControlRequest(
@@ -548,8 +580,11 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
         }
         echo = {}
         for kind in ("threaded", "asyncio"):
-            with EchoProcess(sizes["act_response"], sizes["control_response"], kind) as process:
+            with EchoProcess(sizes, kind) as process:
                 echo[kind] = time_echo_pair(process.target, sizes, args.echo_calls)
+                if kind == "asyncio":  # the planner server's transport
+                    concurrent_echo_starts(process.target, sizes, 32, 1)  # warm-up
+                    echo_starts_32 = concurrent_echo_starts(process.target, sizes, 32, args.start_rounds)
         time_unary(stub, warmup)
         unary = time_unary(stub, episodes)
         time_stream(stub, warmup)
@@ -572,6 +607,7 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
             "in-process episode start (cached landmark block)": summarize(in_process["start"]),
             "served StartEpisode, one at a time": summarize(unary["start"]),
             "served StartEpisode, 32 concurrent": summarize(starts_32),
+            "gRPC echo, 32 concurrent start-sized calls (asyncio server)": summarize(echo_starts_32),
         }
 
         tls_overhead = time_tls_overhead(bundle_dir, stub, episodes, scratch)
@@ -589,7 +625,7 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
     # slowed the synchronous clients of the latency rows when they ran before them.
     echo_cpu = {}
     for kind in ("threaded", "asyncio"):
-        with EchoProcess(sizes["act_response"], sizes["control_response"], kind) as process:
+        with EchoProcess(sizes, kind) as process:
             echo_cpu[kind] = {
                 "unary, 32 sessions": echo_cpu_per_call(process, sizes, 32, args.throughput_seconds, False),
                 "stream, 64 sessions": echo_cpu_per_call(process, sizes, 64, args.throughput_seconds, True),
@@ -629,8 +665,8 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--echo-server"]:
-        run_echo_server(int(sys.argv[2]), int(sys.argv[3]))
+        run_echo_server(json.loads(sys.argv[2]))
     elif sys.argv[1:2] == ["--aio-echo-server"]:
-        run_aio_echo_server(int(sys.argv[2]), int(sys.argv[3]))
+        run_aio_echo_server(json.loads(sys.argv[2]))
     else:
         sys.exit(main())

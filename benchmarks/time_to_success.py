@@ -125,8 +125,14 @@ def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
                   "total_cpu": round((t["learner_cpu"] + (t["collector_cpu"] if separate else 0)) / t["wall"], 3),
                   "collection_cpu": round(t["collector_cpu"] / t["wall"], 3),
                   "measured_cycles": t["env_steps"] // steps_per_cycle}
+        # What this much CPU work per env step would give with every core busy all the time: the
+        # bound no overlap can pass, only less work per env step (or more cores).
+        total_cpu_s = t["learner_cpu"] + (t["collector_cpu"] if separate else 0)
+        out[c]["all_cores_ceiling_env_steps_per_s"] = round(t["env_steps"] / total_cpu_s * os.cpu_count(), 1)
+    previous = out["previous"]["env_steps_per_s"]
     for c in SETTINGS:
-        out[c]["env_steps_over_previous"] = round(out[c]["env_steps_per_s"] / out["previous"]["env_steps_per_s"], 2)
+        out[c]["env_steps_over_previous"] = round(out[c]["env_steps_per_s"] / previous, 2)
+        out[c]["ceiling_over_previous"] = round(out[c]["all_cores_ceiling_env_steps_per_s"] / previous, 2)
     return out
 
 
@@ -160,12 +166,16 @@ def print_tables(result: dict) -> None:
         print(f"\nThroughput, {result['env']} (same invocation, {tp['rounds']} rounds x {tp['cycles']} cycles "
               f"per setting, alternating)")
         print(f"{'setting':<40}{'env steps/s':>12}{'x previous':>11}{'opt steps/s':>12}{'learner CPU':>12}"
-              f"{'collector CPU':>14}{'total CPU':>10}")
+              f"{'collector CPU':>14}{'total CPU':>10}{'all-cores ceiling':>19}")
         for c, (label, _) in SETTINGS.items():
             r = tp[c]
             col = "in learner" if r["collector_process_cpu"] is None else f"{r['collector_process_cpu']:.0%}"
+            ceiling = f"{r['all_cores_ceiling_env_steps_per_s']} ({r['ceiling_over_previous']}x)"
             print(f"{label:<40}{r['env_steps_per_s']:>12}{r['env_steps_over_previous']:>11}"
-                  f"{r['optimizer_steps_per_s']:>12}{r['learner_process_cpu']:>12.0%}{col:>14}{r['total_cpu']:>10.0%}")
+                  f"{r['optimizer_steps_per_s']:>12}{r['learner_process_cpu']:>12.0%}{col:>14}{r['total_cpu']:>10.0%}"
+                  f"{ceiling:>19}")
+        print(f"all-cores ceiling: the env steps/s of the same CPU work per env step with all {tp.get('cpus', '?')} "
+              "cores busy all the time")
     print(f"\nTime to success, {result['env']} (eval: {result['eval_episodes']} fixed episodes per point)")
     ref = result.get("reference")
     header = f"{'rate':<6}{'mode':<8}{'new: env steps':>16}{'wall min':>10}"
@@ -228,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict:
             result["new"] = {"source": str(args.from_run), "env_steps": rows[-1]["env_steps"] if rows else 0,
                              "wall_s": rows[-1]["wall_time_s"] if rows else 0.0, "stopped_by": "its own budget"}
         else:
-            result["throughput"] = {"rounds": args.rounds, "cycles": args.cycles,
+            result["throughput"] = {"rounds": args.rounds, "cycles": args.cycles, "cpus": os.cpu_count(),
                                     **throughput(cfg, args.rounds, args.cycles, Path(tmp) / "throughput")}
             run_dir = args.run_dir or Path(tmp) / "run"
             # Provenance names this benchmark (resumable with l3p train --resume RUN_DIR).

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -31,12 +32,19 @@ def test_time_to_success_quick(tmp_path, capsys):
     assert provenance.startswith("python benchmarks/time_to_success.py --quick ")
     assert result["env"] == "FetchReach-v4" and result["eval_episodes"] == 10 and result["thresholds"] == [0.5, 0.8, 0.9, 0.95]
     tp = result["throughput"]
-    assert tp["rounds"] == 1 and tp["cycles"] == 2
+    assert tp["rounds"] == 1 and tp["cycles"] == 2 and tp["cpus"] == os.cpu_count()
+    assert "all-cores ceiling" in printed
     for setting in ("previous", "process", "new"):
         assert tp[setting]["measured_cycles"] == 2 and tp[setting]["env_steps_per_s"] > 0
         assert tp[setting]["optimizer_steps_per_s"] > 0 and tp[setting]["collection_cpu"] > 0
         assert tp[setting]["env_steps_over_previous"] == round(tp[setting]["env_steps_per_s"]
                                                                / tp["previous"]["env_steps_per_s"], 2)
+        # The same CPU seconds per env step, on every core: never below what was measured.
+        ceiling = tp[setting]["all_cores_ceiling_env_steps_per_s"]
+        expected = tp[setting]["env_steps_per_s"] * os.cpu_count() / tp[setting]["total_cpu"]
+        assert abs(ceiling - expected) <= 0.01 * expected + 0.2
+        assert ceiling >= 0.99 * tp[setting]["env_steps_per_s"]
+        assert tp[setting]["ceiling_over_previous"] == round(ceiling / tp["previous"]["env_steps_per_s"], 2)
     assert tp["previous"]["collector_process_cpu"] is None and tp["previous"]["env_steps_over_previous"] == 1.0
     assert tp["process"]["collector_process_cpu"] > 0 and tp["new"]["collector_process_cpu"] > 0
 
