@@ -216,17 +216,21 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--reference-csv", type=Path, help="the previous trainer's progress.csv (default: "
                     "benchmarks/reference/ENV_previous_trainer_progress.csv when it exists)")
     ap.add_argument("--run-dir", type=Path, help="keep the training run here (resumable with l3p train --resume)")
-    ap.add_argument("--from-run", type=Path, help="no training: the table for this finished run's progress.csv")
+    ap.add_argument("--from-run", type=Path, help="no training: the table for this finished run's progress.csv "
+                    "(its env and settings from its config.json)")
     ap.add_argument("--quick", action="store_true", help="FetchReach with tiny networks and budgets (tests)")
     ap.add_argument("--out", type=Path, help="write the results as JSON")
     args = ap.parse_args(argv)
 
     if args.quick:
         args.env, args.eval_every, args.eval_episodes, args.rounds, args.cycles = "FetchReach-v4", 5, 10, 1, 2
-    cfg = preset(args.env).replace(**(QUICK if args.quick else {}))
-    cfg = TrainConfig.from_dict({**cfg.to_dict(), **_parse_overrides(args.set),
-                                 "eval_every_cycles": args.eval_every, "eval_episodes": args.eval_episodes,
-                                 **({"total_env_steps": args.steps} if args.steps else {})})
+    if args.from_run:  # the run's own settings (env, episodes per evaluation), not this command's
+        cfg = TrainConfig.from_dict(json.loads((args.from_run / "config.json").read_text()))
+    else:
+        cfg = preset(args.env).replace(**(QUICK if args.quick else {}))
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), **_parse_overrides(args.set),
+                                     "eval_every_cycles": args.eval_every, "eval_episodes": args.eval_episodes,
+                                     **({"total_env_steps": args.steps} if args.steps else {})})
     torch.set_num_threads(cfg.torch_threads)
     result = {"env": cfg.env_id, "eval_episodes": cfg.eval_episodes, "thresholds": list(THRESHOLDS),
               "machine": {"cpus": os.cpu_count(), "load_avg_1min_at_start": round(os.getloadavg()[0], 2)},

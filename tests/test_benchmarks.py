@@ -64,3 +64,10 @@ def test_time_to_success_quick(tmp_path, capsys):
     assert ref["policy"]["0.5"] == {"env_steps": 760000, "wall_s": 6258.3}
     assert all(ref["policy"][t] == {"env_steps": 920000, "wall_s": 7594.2} for t in ("0.8", "0.9", "0.95"))
     assert ref["l3p"]["0.5"] == {"env_steps": 920000, "wall_s": 7594.2} and ref["l3p"]["0.8"] is None
+
+    # The table of a finished run, from its directory: its own env and episodes per evaluation
+    # (not the command's defaults), the same first reaches.
+    again = tts.main(["--from-run", str(tmp_path / "run"), "--env", "FetchPush-v4", "--eval-episodes", "50"])
+    assert again["env"] == "FetchReach-v4" and again["eval_episodes"] == 10
+    assert again["new"]["first_reach"] == result["new"]["first_reach"] and again["new"]["env_steps"] == 2000
+    assert "Time to success, FetchReach-v4 (eval: 10 fixed episodes per point)" in capsys.readouterr().out

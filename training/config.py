@@ -122,10 +122,9 @@ class TrainConfig:
 # PickAndPlace need far more data, so their presets use more lockstep envs and a larger batch.
 # The defaults above keep the single-worker HER baseline's action_l2 1.0, noise 0.2 / random 0.3
 # and Polyak 0.95 once per cycle (the authors: 0.01, 0.1 / 0.2, 0.995 every 10 updates): the
-# shipped FetchPush model was trained with them (0.88 held-out at 960 k steps). What was measured
-# against them so far is the maze (see its preset): a large action penalty and per-cycle targets
-# stalled learning there. Re-tuning the Fetch presets is a sweep of its own (success per
-# wall-minute on Push), not done yet.
+# shipped FetchPush and FetchPickAndPlace models were trained with them. Measured against them
+# so far: the maze (see its preset: a large action penalty and per-cycle targets stalled learning
+# there); on Push, the planning schedule and envs per cycle (see its preset), not these.
 PRESETS: dict[str, TrainConfig] = {
     "FetchReach-v4": TrainConfig(
         env_id="FetchReach-v4", total_env_steps=12_000, n_envs=2, warmup_episodes=10,
