@@ -174,7 +174,7 @@ def print_tables(result: dict) -> None:
             print(f"{label:<40}{r['env_steps_per_s']:>12}{r['env_steps_over_previous']:>11}"
                   f"{r['optimizer_steps_per_s']:>12}{r['learner_process_cpu']:>12.0%}{col:>14}{r['total_cpu']:>10.0%}"
                   f"{ceiling:>19}")
-        print(f"all-cores ceiling: the env steps/s of the same CPU work per env step with all {tp.get('cpus', '?')} "
+        print(f"all-cores ceiling: the env steps/s of the same CPU work per env step with all {tp['cpus']} "
               "cores busy all the time")
     print(f"\nTime to success, {result['env']} (eval: {result['eval_episodes']} fixed episodes per point)")
     ref = result.get("reference")
