@@ -409,10 +409,12 @@ def concurrent_echo_starts(target: str, sizes: dict, concurrent: int, rounds: in
     start_request, end_request = bytes(sizes["start_request"]), bytes(sizes["end_request"])
 
     async def start_and_end(channel, index: int) -> float:
+        start = channel.unary_unary(f"/{ECHO_SERVICE}/Start")  # made before the clock, as the stub is
+        end = channel.unary_unary(f"/{ECHO_SERVICE}/End")
         started = time.perf_counter()
-        await channel.unary_unary(f"/{ECHO_SERVICE}/Start")(start_request, timeout=TIMEOUT)
+        await start(start_request, timeout=TIMEOUT)
         latency = time.perf_counter() - started
-        await channel.unary_unary(f"/{ECHO_SERVICE}/End")(end_request, timeout=TIMEOUT)
+        await end(end_request, timeout=TIMEOUT)
         return latency
 
     return asyncio.run(_bursts(target, concurrent, rounds, start_and_end))

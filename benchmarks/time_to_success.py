@@ -118,17 +118,17 @@ def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
     for c, t in totals.items():
         # Inline, collection is part of the learner process's CPU time; in process mode it is the child's.
         separate = SETTINGS[c][1]["collector"] == "process"
+        total_cpu_s = t["learner_cpu"] + (t["collector_cpu"] if separate else 0)
         out[c] = {"env_steps_per_s": round(t["env_steps"] / t["wall"], 1),
                   "optimizer_steps_per_s": round(t["optimizer_steps"] / t["wall"], 2),
                   "learner_process_cpu": round(t["learner_cpu"] / t["wall"], 3),
                   "collector_process_cpu": round(t["collector_cpu"] / t["wall"], 3) if separate else None,
-                  "total_cpu": round((t["learner_cpu"] + (t["collector_cpu"] if separate else 0)) / t["wall"], 3),
+                  "total_cpu": round(total_cpu_s / t["wall"], 3),
                   "collection_cpu": round(t["collector_cpu"] / t["wall"], 3),
-                  "measured_cycles": t["env_steps"] // steps_per_cycle}
-        # What this much CPU work per env step would give with every core busy all the time: the
-        # bound no overlap can pass, only less work per env step (or more cores).
-        total_cpu_s = t["learner_cpu"] + (t["collector_cpu"] if separate else 0)
-        out[c]["all_cores_ceiling_env_steps_per_s"] = round(t["env_steps"] / total_cpu_s * os.cpu_count(), 1)
+                  "measured_cycles": t["env_steps"] // steps_per_cycle,
+                  # The same CPU work per env step with every core busy all the time: the bound no
+                  # overlap can pass, only less work per env step (or more cores).
+                  "all_cores_ceiling_env_steps_per_s": round(t["env_steps"] / total_cpu_s * os.cpu_count(), 1)}
     previous = out["previous"]["env_steps_per_s"]
     for c in SETTINGS:
         out[c]["env_steps_over_previous"] = round(out[c]["env_steps_per_s"] / previous, 2)
