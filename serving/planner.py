@@ -82,11 +82,12 @@ _FINITE_STAND_IN = 1e300  # replaces inf candidates (which carry weight 0) in th
 
 
 def _is_real(x: object) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+    # The exact types first: the ABC checks cost microseconds on every episode start.
+    return type(x) is float or type(x) is int or (isinstance(x, numbers.Real) and not isinstance(x, bool))
 
 
 def _is_int(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+    return type(x) is int or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
 
 
 def _check_temperature(temperature: float) -> None:
@@ -518,17 +519,32 @@ class LandmarkGraph:
         """d_cg [R, N+1] for R goals [R, goal_dim] (many episodes started together): one
         value_fn call over the R x N (landmark, goal) pairs, and the goal columns solved side
         by side. Each row is exactly what `distances_to_goal` gives for its goal alone."""
+        return self.distances_from_steps(self.steps_to_goals(goals, value_fn), config)
+
+    def steps_to_goals(self, goals: np.ndarray, value_fn: ValueFn) -> np.ndarray:
+        """The first half of `distances_to_goals`, its one value_fn call: the edges landmark ->
+        goal [R, N] in steps, uncut (NaN as inf, negatives as 0)."""
         goals = np.asarray(goals, dtype=np.float32)
         if goals.ndim != 2 or goals.shape[1] != self.landmarks.shape[1]:
             raise ValueError(
                 f"goals must have shape [R, {self.landmarks.shape[1]}], got {goals.shape}"
             )
         n, r = len(self.landmarks), len(goals)
+        if n == 0 or r == 0:
+            return np.zeros((r, n))
+        # Pair (goal g, landmark i) at row g * n + i.
+        values = value_fn(np.tile(self.landmarks, (r, 1)), np.repeat(goals, n, axis=0))
+        return _uncut_edges(values, r, n)
+
+    def distances_from_steps(self, steps: np.ndarray, config: PlannerConfig) -> np.ndarray:
+        """The second half: d_cg [R, N+1] from `steps_to_goals` rows [R, N] (of one call or
+        stacked from several: each row is cut and solved on its own), by config's search."""
+        r, n = steps.shape
+        if n != len(self.landmarks):
+            raise ValueError(f"steps must have shape [R, {len(self.landmarks)}], got {steps.shape}")
         d_cg = np.zeros((r, n + 1))
         if n > 0 and r > 0:
-            # Pair (goal g, landmark i) at row g * n + i.
-            values = value_fn(np.tile(self.landmarks, (r, 1)), np.repeat(goals, n, axis=0))
-            w = _cut_edges(_uncut_edges(values, r, n).T, config.d_max, config.adaptive_cut)
+            w = _cut_edges(steps.T, config.d_max, config.adaptive_cut)  # cut per goal column
             d_cg[:, :n] = self._block(config).goal_columns(np.ascontiguousarray(w.T))
         return d_cg
 
@@ -709,7 +725,8 @@ class EpisodePlanner:
         self.landmark_to_goal: np.ndarray = self._d_cg[:-1]  # [N], inf where unreachable (at start)
         self._value_fn = value_fn  # kept for prune_failed's re-solve
         self._graph = graph
-        self._rng = np.random.default_rng(seed)
+        self._seed = seed
+        self._rng: np.random.Generator | None = None  # made on first use (sample_subgoal)
         self.step_count: int = 0
         self.replans: int = 0
         self._counter = 0
@@ -862,5 +879,7 @@ class EpisodePlanner:
         # Inverse-CDF sampling; inf entries get weight exp(-inf) = 0 and are never drawn.
         weights = np.exp((total[best] - total) / self.config.temperature)
         cdf = np.cumsum(weights)
+        if self._rng is None:
+            self._rng = np.random.default_rng(self._seed)
         row = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
         return row if row < total.size and weights[row] > 0 else best

@@ -106,7 +106,13 @@ _STATUS_OF = (
 
 
 def _event(level: int, event: str, exc_info: BaseException | None = None, **fields) -> None:
-    log.log(level, event, exc_info=exc_info, extra={"fields": fields})
+    # The record is made here, not by log.log(), which walks the stack for a file and line the
+    # JSON lines do not carry: a saving on every session start and end.
+    if log.isEnabledFor(level):
+        if exc_info is not None:
+            exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+        log.handle(log.makeRecord(log.name, level, "", 0, event, None, exc_info,
+                                  extra={"fields": fields}))
 
 
 class Malformed:
@@ -305,6 +311,8 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         return vector
 
     def _episode_config(self, options: pb.EpisodeOptions):
+        if not options.ListFields():  # nothing set: the bundle's defaults, validated at load
+            return self._bundle.planner_defaults, None
         overrides = {}
         enums = (("mode", _MODES, pb.PlannerMode), ("search", _SEARCHES, pb.SearchKind))
         for field, names, enum in enums:
@@ -564,6 +572,8 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    # Records need no thread or process names (JsonFormatter writes the pid only).
+    logging.logThreads = logging.logMultiprocessing = False
     # The root logger, so grpc's own messages are JSON lines too.
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 

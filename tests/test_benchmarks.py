@@ -71,3 +71,40 @@ def test_time_to_success_quick(tmp_path, capsys):
     assert again["env"] == "FetchReach-v4" and again["eval_episodes"] == 10
     assert again["new"]["first_reach"] == result["new"]["first_reach"] and again["new"]["env_steps"] == 2000
     assert "Time to success, FetchReach-v4 (eval: 10 fixed episodes per point)" in capsys.readouterr().out
+
+
+def test_serve_latency_checks_issue_9s_targets_against_its_rows():
+    spec = importlib.util.spec_from_file_location("serve_latency", ROOT / "benchmarks" / "serve_latency.py")
+    serve = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(serve)
+
+    def row(p50_us, p99_us):
+        return {"n": 100, "p50_us": p50_us, "p99_us": p99_us, "mean_us": p50_us}
+
+    report = {
+        "latency": {
+            "served StartEpisode, one at a time": row(2500, 4000),
+            "served StartEpisode, 32 concurrent": row(20000, 26000),  # 10.4x: not met
+            "served Control (stream), keep step": row(450, 700),
+            "served Control (stream), re-plan step": row(1000, 1500),
+            "gRPC echo, stream ping-pong (threaded server)": row(400, 600),  # 1.125x, 1.6 ms: met
+            "gRPC echo, stream ping-pong (asyncio server)": row(300, 400),  # 1.5x, 1.4 ms: not met
+        },
+        "concurrency": [
+            {"transport": "unary Act", "sessions": 32, "actions_per_s": 2400.0, "min_actions_per_session": 300},
+            {"transport": "Control streams", "sessions": 32, "actions_per_s": 6000.0, "min_actions_per_session": 900},
+            {"transport": "Control streams", "sessions": 1000, "actions_per_s": 5500.0, "min_actions_per_session": 0},
+        ],
+    }
+    checked = {r["target"]: (r["measured"], r["met"]) for r in serve.targets(report)}
+    assert checked == {
+        "idle StartEpisode p50 <= 5 ms": ("2.50 ms", True),
+        "32 concurrent StartEpisode p99 <= 10x the idle p50": ("26.0 ms = 10.4x", False),
+        "stream keep step p50 <= 1.15x the threaded echo stream p50": ("0.450 ms = 1.12x", True),
+        "stream re-plan p99 <= the threaded echo stream p99 + 1 ms": ("1.50 ms against 1.60", True),
+        "stream keep step p50 <= 1.15x the asyncio echo stream p50": ("0.450 ms = 1.50x", False),
+        "stream re-plan p99 <= the asyncio echo stream p99 + 1 ms": ("1.50 ms against 1.40", False),
+        ">= 4000 actions/s at 32 sessions (unary Act)": ("2400 actions/s", False),
+        ">= 4000 actions/s at 32 sessions (Control streams)": ("6000 actions/s", True),
+        "1000 Control streams open, every one served": ("least-served stream: 0 actions", False),
+    }

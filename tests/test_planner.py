@@ -1143,6 +1143,13 @@ def test_goals_solved_together_equal_each_solved_alone(search: str) -> None:
     for goal, row in zip(goals, together):
         np.testing.assert_array_equal(row, graph.distances_to_goal(goal, plane_value_fn, config))
     np.testing.assert_array_equal(graph.distances_to_goals(goals[3:5], plane_value_fn, config), together[3:5])
+    # The two halves of a start (a server makes them in separate calls): rows of separate value
+    # calls, stacked, solve to the same bits.
+    steps = np.concatenate([graph.steps_to_goals(goals[:4], plane_value_fn),
+                            graph.steps_to_goals(goals[4:], plane_value_fn)])
+    np.testing.assert_array_equal(graph.distances_from_steps(steps, config), together)
+    with pytest.raises(ValueError, match="steps must have shape"):
+        graph.distances_from_steps(steps[:, 1:], config)
     assert graph.distances_to_goals(goals[:0], plane_value_fn, config).shape == (0, len(landmarks) + 1)
     # A planner takes its row as solved.
     planner = EpisodePlanner(graph, goals[2], plane_value_fn, config, d_cg=together[2])

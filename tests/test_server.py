@@ -250,7 +250,8 @@ class Exploding:
         raise RuntimeError("boom: a bug deep inside inference")
 
 
-def test_a_handler_bug_answers_internal_not_unknown(untrained_bundle):
+def test_a_handler_bug_answers_internal_not_unknown(untrained_bundle, caplog):
+    caplog.set_level(logging.INFO, logger="l3p.serving")
     bundle = dataclasses.replace(load_bundle(untrained_bundle), distance=Exploding())
     server = PlannerServer(bundle)
     server.start()
@@ -278,6 +279,11 @@ def test_a_handler_bug_answers_internal_not_unknown(untrained_bundle):
             assert stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).obs_dim == 10
         sample = server.metrics.registry.get_sample_value
         assert sample("l3p_errors_total", {"code": "INTERNAL"}) == 2
+        # The log has what the client was not told: the bug's traceback, once per call.
+        bugs = [r for r in caplog.records if r.getMessage() == "internal_error"]
+        assert [r.fields["method"] for r in bugs] == ["Act", "Control"]
+        assert all(r.levelno == logging.ERROR and r.exc_info[0] is RuntimeError for r in bugs)
+        assert "boom: a bug deep inside inference" in JsonFormatter().format(bugs[0])
     finally:
         server.stop(None)
         server.wait_for_termination()
