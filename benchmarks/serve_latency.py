@@ -569,7 +569,8 @@ def parse_args(argv):
                              "per-step cost depends on network and landmark sizes, not on training)")
     parser.add_argument("--landmarks", type=int, default=80,
                         help="landmarks of the untrained default bundle (default 80, the paper's)")
-    parser.add_argument("--episodes", type=int, default=40, help="episodes per transport (default 40)")
+    parser.add_argument("--episodes", type=int, default=80,
+                        help="episodes per transport (default 80: ~370 re-plan steps for their p99)")
     parser.add_argument("--steps", type=int, default=50, help="steps per episode (default 50)")
     parser.add_argument("--echo-calls", type=int, default=2000,
                         help="echo round trips per kind and echo server (default 2000)")
