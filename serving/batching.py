@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -47,9 +47,8 @@ MAX_START_BATCH = 64
 
 
 class MicroBatcher:
-    """`await batcher(*inputs, key=k)` -> fn's output for those rows, computed in one batched
-    call with the other requests of the same key waiting at the same time: fn(*inputs
-    concatenated row-wise) when key is None, else fn(*inputs concatenated, key).
+    """`await batcher(*inputs)` -> fn's output for those rows, computed in one batched call
+    with the other requests waiting at the same time: fn(*inputs concatenated row-wise).
 
     fn returns an array or a tuple of arrays, each with one row per input row. An exception in
     fn is the answer of every request of that batch. A batch of at most `inline_rows` rows runs
@@ -81,13 +80,13 @@ class MicroBatcher:
         self._rows = 0
         self._running = False
 
-    async def __call__(self, *inputs: np.ndarray, key: Hashable = None):
+    async def __call__(self, *inputs: np.ndarray):
         loop = asyncio.get_running_loop()
         if self._direct and not self._running and _nothing_else_ready(loop):
-            output = self._fn(*inputs) if key is None else self._fn(*inputs, key)
+            output = self._fn(*inputs)
             self._on_batch(1)
             return output
-        request = _Request(inputs, key, loop.create_future())
+        request = _Request(inputs, loop.create_future())
         self._queue.append(request)
         self._rows += request.rows
         if not self._running:
@@ -107,48 +106,41 @@ class MicroBatcher:
                     inputs = batch[0].inputs
                 else:  # copies: the sessions' arrays are theirs again once answered
                     inputs = tuple(np.concatenate(parts) for parts in zip(*(r.inputs for r in batch)))
-                args = inputs if batch[0].key is None else (*inputs, batch[0].key)
                 try:
                     if rows <= self._inline_rows:
-                        output = self._fn(*args)
+                        output = self._fn(*inputs)
                     else:
-                        output = await loop.run_in_executor(self._executor, self._fn, *args)
+                        output = await loop.run_in_executor(self._executor, self._fn, *inputs)
                 except Exception as exc:
-                    for request in batch:
-                        if not request.future.done():  # a cancelled call no longer waits
-                            request.future.set_exception(exc)
+                    _fail([request.future for request in batch], exc)
                     continue
                 self._on_batch(len(batch))
                 start = 0
                 for request in batch:
                     stop = start + request.rows
-                    if not request.future.done():
+                    if not request.future.done():  # a cancelled call no longer waits
                         request.future.set_result(_rows_of(output, start, stop))
                     start = stop
         finally:
             self._running = False
 
     def _take(self) -> tuple[list[_Request], int]:
-        """The oldest request and every queued one with its key, up to max_rows rows."""
-        key = self._queue[0].key
-        batch, rest, rows = [], collections.deque(), 0
-        while self._queue:
+        """The oldest requests, in order, up to max_rows rows (at least one)."""
+        batch = [self._queue.popleft()]
+        rows = batch[0].rows
+        while self._queue and rows + self._queue[0].rows <= self._max_rows:
             request = self._queue.popleft()
-            if request.key == key and (not batch or rows + request.rows <= self._max_rows):
-                batch.append(request)
-                rows += request.rows
-            else:
-                rest.append(request)
-        self._queue = rest
+            batch.append(request)
+            rows += request.rows
         self._rows -= rows
         return batch, rows
 
 
 class _Request:
-    __slots__ = ("inputs", "key", "future", "rows")
+    __slots__ = ("inputs", "future", "rows")
 
-    def __init__(self, inputs: tuple[np.ndarray, ...], key: Hashable, future: asyncio.Future):
-        self.inputs, self.key, self.future, self.rows = inputs, key, future, len(inputs[0])
+    def __init__(self, inputs: tuple[np.ndarray, ...], future: asyncio.Future):
+        self.inputs, self.future, self.rows = inputs, future, len(inputs[0])
 
 
 def _nothing_else_ready(loop: asyncio.AbstractEventLoop) -> bool:
