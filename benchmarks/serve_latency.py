@@ -600,6 +600,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def message_sizes(stub, episode) -> dict[str, int]:
+    """The planner's messages' sizes on the wire, by role, for the echo servers to mimic: one
+    episode's start, first step and end."""
+    goal, observations = episode
+    start_request = pb.StartEpisodeRequest(goal=goal)
+    start_response = stub.StartEpisode(start_request, timeout=TIMEOUT)
+    session_id = start_response.session_id
+    act_request = pb.ActRequest(session_id=session_id, observation=observations[0])
+    act_response = stub.Act(act_request, timeout=TIMEOUT)
+    end_request = pb.EndEpisodeRequest(session_id=session_id)
+    end_response = stub.EndEpisode(end_request, timeout=TIMEOUT)
+    return {
+        "start_request": start_request.ByteSize(),
+        "start_response": start_response.ByteSize(),
+        "end_request": end_request.ByteSize(),
+        "end_response": end_response.ByteSize(),
+        "act_request": act_request.ByteSize(),
+        "act_response": act_response.ByteSize(),
+        "control_request": pb.ControlRequest(
+            observation=pb.ActRequest(observation=observations[0])).ByteSize(),
+        "control_response": pb.ControlResponse(action=act_response).ByteSize(),
+    }
+
+
 def planner_server(bundle_dir: Path, *extra: str) -> LocalServer:
     """The server as a user's shell starts it: no thread variables in its environment."""
     return LocalServer(bundle_dir, extra_args=["--max-sessions", "2048", *extra],
@@ -618,26 +642,7 @@ def run(bundle_dir: Path, args, scratch: Path) -> dict:
     with planner_server(bundle_dir) as server, grpc.insecure_channel(server.target) as channel:
         stub = pb_grpc.PlannerStub(channel)
         print(f"server on {server.target}; measuring...", flush=True)
-        # Message sizes as sent on the wire, for the echo servers to mimic.
-        goal, observations = episodes[0]
-        start_request = pb.StartEpisodeRequest(goal=goal)
-        start_response = stub.StartEpisode(start_request, timeout=TIMEOUT)
-        session_id = start_response.session_id
-        act_request = pb.ActRequest(session_id=session_id, observation=observations[0])
-        act_response = stub.Act(act_request, timeout=TIMEOUT)
-        end_request = pb.EndEpisodeRequest(session_id=session_id)
-        end_response = stub.EndEpisode(end_request, timeout=TIMEOUT)
-        sizes = {
-            "start_request": start_request.ByteSize(),
-            "start_response": start_response.ByteSize(),
-            "end_request": end_request.ByteSize(),
-            "end_response": end_response.ByteSize(),
-            "act_request": act_request.ByteSize(),
-            "act_response": act_response.ByteSize(),
-            "control_request": pb.ControlRequest(
-                observation=pb.ActRequest(observation=observations[0])).ByteSize(),
-            "control_response": pb.ControlResponse(action=act_response).ByteSize(),
-        }
+        sizes = message_sizes(stub, episodes[0])
         echo = {}
         for kind in ("threaded", "asyncio"):
             with EchoProcess(sizes, kind) as process:

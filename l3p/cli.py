@@ -190,7 +190,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     import runpy
 
-    name = {"serve": "serve_latency.py", "train": "train_throughput.py", "success": "time_to_success.py"}[args.what]
+    name = {"serve": "serve_latency.py", "starts": "start_bursts.py", "train": "train_throughput.py",
+            "success": "time_to_success.py"}[args.what]
     script = Path(__file__).resolve().parents[1] / "benchmarks" / name
     sys.argv = [str(script), *args.rest]
     runpy.run_path(str(script), run_name="__main__")
@@ -262,8 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(sub, "demo", "serve the shipped models and drive Fetch and maze episodes through them",
                   "clients.demo", "add_demo_arguments", "run_demo", "serve,sim")
 
-    p = sub.add_parser("bench", help="run a benchmark (serve latency, training throughput, time to success)")
-    p.add_argument("what", choices=["serve", "train", "success"])
+    p = sub.add_parser("bench", help="run a benchmark (serve latency, start bursts side by side, "
+                                     "training throughput, time to success)")
+    p.add_argument("what", choices=["serve", "starts", "train", "success"])
     p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to the benchmark script")
     p.set_defaults(func=cmd_bench)
     return parser

@@ -108,3 +108,22 @@ def test_serve_latency_checks_issue_9s_targets_against_its_rows():
         ">= 4000 actions/s at 32 sessions (Control streams)": ("6000 actions/s", True),
         "1000 Control streams open, every one served": ("least-served stream: 0 actions", False),
     }
+
+
+def test_start_bursts_compares_servers_side_by_side(untrained_bundle, tmp_path, capsys):
+    """Two servers of this checkout (one with --processes 2) and the echo, in alternation: every
+    row is measured, and the ratio is the row's own p99 over its idle p50."""
+    spec = importlib.util.spec_from_file_location("start_bursts", ROOT / "benchmarks" / "start_bursts.py")
+    bursts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bursts)
+    out = tmp_path / "bursts.json"
+    assert bursts.main(["--bundle", str(untrained_bundle), "--server-args", "--processes 2",
+                        "--rounds", "1", "--concurrent", "4", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [r["server"] for r in rows] == ["this checkout", "this checkout, --processes 2",
+                                           "asyncio echo (transport floor)"]
+    for row in rows[:2]:
+        assert 0 < row["p50_ms"] <= row["p99_ms"] and row["idle_p50_ms"] > 0
+        assert abs(row["p99_over_idle"] - row["p99_ms"] / row["idle_p50_ms"]) < 1e-9
+    assert 0 < rows[2]["p50_ms"] <= rows[2]["p99_ms"] and rows[2]["idle_p50_ms"] is None
+    assert "4 concurrent StartEpisode calls, 1 rounds of 2 bursts, FetchReach-v4" in capsys.readouterr().out

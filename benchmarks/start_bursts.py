@@ -1,0 +1,118 @@
+"""Bursts of concurrent episode starts against several planner servers, side by side.
+
+This checkout's server against other checkouts (an older commit) or other server arguments, all
+measured in alternation, round by round, so that every server sees the same machine load. The
+machine's speed drifts from run to run by more than most changes to the start path are worth;
+only a side-by-side run tells them apart.
+
+    git worktree add /tmp/base <commit>
+    python benchmarks/start_bursts.py --bundle models/FetchPush-v4 --against /tmp/base \\
+        --server-args "--processes 2"          # or: l3p bench starts ...
+
+Per server: StartEpisode latency under bursts of `--concurrent` callers (one channel each, each
+then ending its episode), the idle single-start p50 and the ratio of the two (issue 9's target:
+p99 <= 10x the idle p50); and the asyncio echo answering the same bursts (the transport floor).
+Servers start with no thread variables in their environment, like a user's shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from a checkout
+
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
+
+from benchmarks.serve_latency import (  # noqa: E402
+    EchoProcess,
+    concurrent_echo_starts,
+    concurrent_starts,
+    make_episodes,
+    message_sizes,
+    time_unary,
+)
+from clients.local_server import LocalServer  # noqa: E402
+from protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
+from serving.bundle import load_bundle  # noqa: E402
+from serving.threads import without_thread_variables  # noqa: E402
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="l3p bench starts", description=__doc__.split("\n")[0])
+    parser.add_argument("--bundle", type=Path, default=REPO / "models" / "FetchPush-v4",
+                        help="bundle to serve (default: models/FetchPush-v4)")
+    parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT",
+                        help="also a server run from this checkout (repeatable)")
+    parser.add_argument("--server-args", action="append", default=[], metavar="ARGS",
+                        help="also this checkout's server with these arguments (repeatable)")
+    parser.add_argument("--rounds", type=int, default=8,
+                        help="rounds; each makes 2 bursts and 10 idle starts per server (default 8)")
+    parser.add_argument("--concurrent", type=int, default=32, help="callers per burst (default 32)")
+    parser.add_argument("--out", type=Path, help="also write the table as JSON here")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    bundle = load_bundle(args.bundle)
+    episodes = make_episodes(bundle, 40, 2)
+    variants = [("this checkout", REPO, [])]
+    variants += [(str(checkout), checkout, []) for checkout in args.against]
+    variants += [(f"this checkout, {extra}", REPO, shlex.split(extra)) for extra in args.server_args]
+    env = without_thread_variables(os.environ)
+    bursts = {name: [] for name, _, _ in variants}
+    idle = {name: [] for name, _, _ in variants}
+    echo: list[float] = []
+    with ExitStack() as stack:
+        servers = [stack.enter_context(LocalServer(args.bundle, cwd=checkout, env=env,
+                                                   extra_args=["--max-sessions", "2048", *extra]))
+                   for _, checkout, extra in variants]
+        with grpc.insecure_channel(servers[0].target) as channel:
+            sizes = message_sizes(pb_grpc.PlannerStub(channel), episodes[0])
+        process = stack.enter_context(EchoProcess(sizes, "asyncio"))
+        for server in servers:  # warm-up
+            concurrent_starts(server.target, episodes, args.concurrent, 1, server.proc.pid)
+        concurrent_echo_starts(process.target, sizes, args.concurrent, 1, process.process.pid)
+        for r in range(args.rounds):
+            print(f"round {r + 1}/{args.rounds}", flush=True)
+            for (name, _, _), server in zip(variants, servers):
+                bursts[name] += concurrent_starts(server.target, episodes, args.concurrent, 2,
+                                                  server.proc.pid)[0]
+                with grpc.insecure_channel(server.target) as channel:
+                    idle[name] += time_unary(pb_grpc.PlannerStub(channel),
+                                             [(goal, obs[:1]) for goal, obs in episodes[:10]])["start"]
+            echo += concurrent_echo_starts(process.target, sizes, args.concurrent, 2,
+                                           process.process.pid)[0]
+
+    rows = []
+    for name, _, _ in variants:
+        ms = np.asarray(bursts[name]) * 1e3
+        idle_p50 = float(np.median(idle[name])) * 1e3
+        rows.append({"server": name, "p50_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)),
+                     "idle_p50_ms": idle_p50, "p99_over_idle": float(np.percentile(ms, 99)) / idle_p50})
+    ms = np.asarray(echo) * 1e3
+    rows.append({"server": "asyncio echo (transport floor)", "p50_ms": float(np.median(ms)),
+                 "p99_ms": float(np.percentile(ms, 99)), "idle_p50_ms": None, "p99_over_idle": None})
+
+    print(f"\n{args.concurrent} concurrent StartEpisode calls, {args.rounds} rounds of 2 bursts, "
+          f"{bundle.env_id}, {bundle.n_landmarks} landmarks")
+    print(f"{'server':48s}{'p50 ms':>9s}{'p99 ms':>9s}{'idle p50 ms':>13s}{'p99 / idle':>12s}")
+    for row in rows:
+        idle_text = "-" if row["idle_p50_ms"] is None else f"{row['idle_p50_ms']:.2f}"
+        ratio = "-" if row["p99_over_idle"] is None else f"{row['p99_over_idle']:.1f}x"
+        print(f"{row['server'][-48:]:48s}{row['p50_ms']:>9.1f}{row['p99_ms']:>9.1f}{idle_text:>13s}{ratio:>12s}")
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
