@@ -624,9 +624,10 @@ def message_sizes(stub, episode) -> dict[str, int]:
     }
 
 
-def planner_server(bundle_dir: Path, *extra: str) -> LocalServer:
-    """The server as a user's shell starts it: no thread variables in its environment."""
-    return LocalServer(bundle_dir, extra_args=["--max-sessions", "2048", *extra],
+def planner_server(bundle_dir: Path, *extra: str, checkout: Path | None = None) -> LocalServer:
+    """The server as a user's shell starts it: no thread variables in its environment. From
+    `checkout` (another commit's working tree) when given, else from this one."""
+    return LocalServer(bundle_dir, extra_args=["--max-sessions", "2048", *extra], cwd=checkout,
                        env=without_thread_variables(os.environ))
 
 

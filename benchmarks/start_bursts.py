@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from contextlib import ExitStack
@@ -37,12 +36,12 @@ from benchmarks.serve_latency import (  # noqa: E402
     concurrent_starts,
     make_episodes,
     message_sizes,
+    planner_server,
+    summarize,
     time_unary,
 )
-from clients.local_server import LocalServer  # noqa: E402
 from protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
 from serving.bundle import load_bundle  # noqa: E402
-from serving.threads import without_thread_variables  # noqa: E402
 
 
 def parse_args(argv):
@@ -67,13 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     variants = [("this checkout", REPO, [])]
     variants += [(str(checkout), checkout, []) for checkout in args.against]
     variants += [(f"this checkout, {extra}", REPO, shlex.split(extra)) for extra in args.server_args]
-    env = without_thread_variables(os.environ)
     bursts = {name: [] for name, _, _ in variants}
     idle = {name: [] for name, _, _ in variants}
     echo: list[float] = []
     with ExitStack() as stack:
-        servers = [stack.enter_context(LocalServer(args.bundle, cwd=checkout, env=env,
-                                                   extra_args=["--max-sessions", "2048", *extra]))
+        servers = [stack.enter_context(planner_server(args.bundle, *extra, checkout=checkout))
                    for _, checkout, extra in variants]
         with grpc.insecure_channel(servers[0].target) as channel:
             sizes = message_sizes(pb_grpc.PlannerStub(channel), episodes[0])
@@ -92,15 +89,15 @@ def main(argv: list[str] | None = None) -> int:
             echo += concurrent_echo_starts(process.target, sizes, args.concurrent, 2,
                                            process.process.pid)[0]
 
-    rows = []
-    for name, _, _ in variants:
-        ms = np.asarray(bursts[name]) * 1e3
-        idle_p50 = float(np.median(idle[name])) * 1e3
-        rows.append({"server": name, "p50_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)),
-                     "idle_p50_ms": idle_p50, "p99_over_idle": float(np.percentile(ms, 99)) / idle_p50})
-    ms = np.asarray(echo) * 1e3
-    rows.append({"server": "asyncio echo (transport floor)", "p50_ms": float(np.median(ms)),
-                 "p99_ms": float(np.percentile(ms, 99)), "idle_p50_ms": None, "p99_over_idle": None})
+    def row(name: str, seconds: list[float], idle_s: list[float] | None) -> dict:
+        burst = summarize(seconds)
+        p50, p99 = burst["p50_us"] / 1e3, burst["p99_us"] / 1e3
+        idle_p50 = None if idle_s is None else float(np.median(idle_s)) * 1e3
+        return {"server": name, "p50_ms": p50, "p99_ms": p99, "idle_p50_ms": idle_p50,
+                "p99_over_idle": None if idle_p50 is None else p99 / idle_p50}
+
+    rows = [row(name, bursts[name], idle[name]) for name, _, _ in variants]
+    rows.append(row("asyncio echo (transport floor)", echo, None))
 
     print(f"\n{args.concurrent} concurrent StartEpisode calls, {args.rounds} rounds of 2 bursts, "
           f"{bundle.env_id}, {bundle.n_landmarks} landmarks")
