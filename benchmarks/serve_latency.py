@@ -3,7 +3,7 @@
     python benchmarks/serve_latency.py [--bundle DIR] [--out serve_latency.json]   # or: l3p bench serve
 
 Measured in one run, on the same inputs:
-- the in-process planner (serving.bundle + serving.planner, no gRPC): the compute floor, also
+- the in-process planner (the bundle loader + the planner core, no gRPC): the compute floor, also
   with the thread idle between steps as a server's is between one robot's steps, and a batch
   of 32 episode starts solved at once;
 - two bare gRPC echo servers (generic handlers, own processes), threaded (grpc.server) and
@@ -50,13 +50,14 @@ sys.path.insert(0, str(REPO))  # run as a script from a checkout
 import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 
-from clients.client import channel_credentials  # noqa: E402
-from clients.local_server import LocalServer  # noqa: E402
-from protos import l3p_planner_pb2 as pb  # noqa: E402
-from protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
-from serving.bundle import Bundle, load_bundle  # noqa: E402
-from serving.planner import EpisodePlanner, distances_to_goal  # noqa: E402
-from serving.threads import limit_blas_threads, without_thread_variables  # noqa: E402
+from l3p.clients.client import channel_credentials  # noqa: E402
+from l3p.serving.local_server import LocalServer  # noqa: E402
+from l3p.protos import l3p_planner_pb2 as pb  # noqa: E402
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
+from l3p.serving.bundle import Bundle, load_bundle  # noqa: E402
+from l3p.core import EpisodePlanner, distances_to_goal  # noqa: E402
+from l3p.serving.engine import solved_graph  # noqa: E402
+from l3p.serving.threads import limit_blas_threads, without_thread_variables  # noqa: E402
 
 ECHO_SERVICE = "bench.Echo"
 TIMEOUT = 30.0
@@ -164,12 +165,13 @@ def _kind(replanned: bool) -> str:
 
 def time_in_process(bundle: Bundle, episodes) -> dict[str, list[float]]:
     times = collections.defaultdict(list)
+    graph = solved_graph(bundle)
     for goal, observations in episodes:
         started = time.perf_counter()  # the whole graph, as before the per-bundle cache
         distances_to_goal(bundle.landmarks, goal, bundle.value_fn, bundle.planner_defaults)
         times["solve"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        planner = EpisodePlanner(bundle.landmark_graph, goal, bundle.value_fn, bundle.planner_defaults)
+        planner = EpisodePlanner(graph, goal, bundle.value_fn, bundle.planner_defaults)
         times["start"].append(time.perf_counter() - started)
         for obs in observations:
             started = time.perf_counter()
@@ -184,8 +186,9 @@ def time_after_idle(bundle: Bundle, episodes, idle_s: float) -> dict[str, list[f
     served keep step. (Code run right after its thread wakes takes longer than in a tight loop:
     caches are cold and the core may have been given to something else.)"""
     times = collections.defaultdict(list)
+    graph = solved_graph(bundle)
     for goal, observations in episodes:
-        planner = EpisodePlanner(bundle.landmark_graph, goal, bundle.value_fn, bundle.planner_defaults)
+        planner = EpisodePlanner(graph, goal, bundle.value_fn, bundle.planner_defaults)
         for obs in observations:
             time.sleep(idle_s)
             started = time.perf_counter()
@@ -203,7 +206,7 @@ def time_goal_batch(bundle: Bundle, episodes, goals: int, repeats: int) -> list[
     """In process: `goals` episode starts solved in one batch (the value call over goals x N
     pairs and the goal columns), what the server does for a burst of starts at best."""
     batch = np.stack([episodes[i % len(episodes)][0] for i in range(goals)])
-    graph, config = bundle.landmark_graph, bundle.planner_defaults
+    graph, config = solved_graph(bundle), bundle.planner_defaults
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -589,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         bundle_dir = args.bundle
         if bundle_dir is None:
-            from training.export import export_untrained_bundle  # torch: only for the default
+            from l3p.training.export import export_untrained_bundle  # torch: only for the default
 
             print(f"exporting an untrained bundle with {args.landmarks} landmarks...", flush=True)
             bundle_dir = export_untrained_bundle(Path(scratch) / "bundle", n_landmarks=args.landmarks)

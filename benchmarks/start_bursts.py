@@ -40,8 +40,8 @@ from benchmarks.serve_latency import (  # noqa: E402
     summarize,
     time_unary,
 )
-from protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
-from serving.bundle import load_bundle  # noqa: E402
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
+from l3p.serving.bundle import load_bundle  # noqa: E402
 
 
 def parse_args(argv):

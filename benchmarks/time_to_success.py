@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from l3p.cli import _parse_overrides  # noqa: E402
-from training.config import TrainConfig, preset  # noqa: E402
-from training.trainer import Trainer  # noqa: E402
+from l3p.training.config import TrainConfig, preset  # noqa: E402
+from l3p.training.trainer import Trainer  # noqa: E402
 
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95)
 # The previous trainer's curves: the progress.csv of the bundle it shipped (FetchPush-v4: 960 k env

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from training.config import preset  # noqa: E402
-from training.envs import VecGoalEnv  # noqa: E402
-from training.trainer import Trainer  # noqa: E402
+from l3p.training.config import preset  # noqa: E402
+from l3p.sim.envs import VecGoalEnv  # noqa: E402
+from l3p.training.trainer import Trainer  # noqa: E402
 
 
 def bare_env_rate(env_id: str, n_envs: int, steps: int) -> float:

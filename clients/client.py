@@ -4,7 +4,7 @@ One robot episode is one server-side session. The episode context manager always
 session, even when the control loop raises::
 
     import numpy as np
-    from clients.client import PlannerClient, PlannerError, Unavailable
+    from l3p.clients.client import PlannerClient, PlannerError, Unavailable
 
     with PlannerClient("planner-host:50051", timeout_s=0.5) as client:
         info = client.model_info()                   # env id, dims, landmark count, ...
@@ -68,8 +68,8 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
-from protos import l3p_planner_pb2 as pb
-from protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 
 __all__ = [
     "PlannerClient",

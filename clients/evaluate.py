@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clients.client import ModelInfo, PlannerClient, PlannerError
-from clients.runner import (
+from l3p.clients.client import ModelInfo, PlannerClient, PlannerError
+from l3p.clients.runner import (
     ConnectionConfigError,
     EnvMismatchError,
     RunResult,
@@ -32,9 +32,9 @@ from clients.runner import (
     close_env,
     connect,
     make_env,
-    parse_variant,
     run_episodes,
 )
+from l3p.core.names import parse_variant
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
 

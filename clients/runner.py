@@ -37,10 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from clients import mazes
-from clients.client import (
-    MODES,
-    SEARCHES,
+from l3p.core.names import VARIANT_HELP, parse_variant, variant_arg
+from l3p.sim import mazes
+from l3p.clients.client import (
     ModelInfo,
     PlannerClient,
     PlannerError,
@@ -65,37 +64,6 @@ _TOPLEFT = 0  # mujoco.mjtGridPos.mjGRID_TOPLEFT (kept numeric: mujoco is import
 
 def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(latencies_s) * 1e3, q)) if len(latencies_s) else float("nan")
-
-
-def _bool(text: str) -> bool:
-    return {"true": True, "false": False}[text.lower()]
-
-
-# Per-episode planner overrides a variant may set, with their parsers.
-_OPTION_TYPES: dict[str, Callable[[str], Any]] = {
-    "search": str, "d_max": float, "temperature": float, "local_horizon": float,
-    "sample_subgoal": _bool, "prune_failed": _bool,
-}
-
-
-def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
-    """``MODE[@key=value...]`` -> (mode, overrides); ValueError names what is wrong."""
-    mode, *pairs = text.strip().split("@")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r} in {text!r}")
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or key not in _OPTION_TYPES:
-            raise ValueError(f"variant option must be KEY=VALUE with KEY in {', '.join(_OPTION_TYPES)}; "
-                             f"got {pair!r} in {text!r}")
-        try:
-            options[key] = _OPTION_TYPES[key](value)
-        except (KeyError, ValueError):
-            raise ValueError(f"bad value for {key}: {value!r} in {text!r}") from None
-    if options.get("search", "soft") not in SEARCHES:
-        raise ValueError(f"search must be one of {', '.join(SEARCHES)}; got {options['search']!r}")
-    return mode, options
 
 
 @dataclasses.dataclass
@@ -458,20 +426,12 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_connection_arguments(parser)
-    parser.add_argument("--planner", type=_variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
-                        help=f"planner mode ({', '.join(MODES)}) with optional overrides, e.g. l3p@search=hard")
+    parser.add_argument("--planner", type=variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
+                        help=VARIANT_HELP)
     parser.add_argument("--video", default=None, metavar="OUT.mp4",
                         help="record all episodes (offscreen rendering) with the subgoal marked")
     parser.add_argument("--video-size", type=int, default=480, help="frame width = height, pixels")
     return parser
-
-
-def _variant_arg(text: str) -> str:
-    try:
-        parse_variant(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text.strip()
 
 
 def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:

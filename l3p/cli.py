@@ -48,10 +48,10 @@ def _parse_overrides(pairs: list[str]) -> dict:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from training.config import TrainConfig, preset
-    from training.envs import UnknownEnvError
-    from training.export import BundleExistsError, ExportError, export_bundle
-    from training.trainer import CheckpointError, Trainer
+    from l3p.training.config import TrainConfig, preset
+    from l3p.sim.envs import UnknownEnvError
+    from l3p.training.export import BundleExistsError, ExportError, export_bundle
+    from l3p.training.trainer import CheckpointError, Trainer
 
     try:
         if args.resume:
@@ -106,7 +106,8 @@ def _add_plots(run_dir: Path, bundle_dir: Path, agent, landmarks=None) -> None:
 
     import numpy as np
 
-    from training.trainer import REPLAY, plot_landmarks
+    from l3p.sim.draw import plot_landmarks
+    from l3p.training.trainer import REPLAY
 
     landmarks = agent.landmarks() if landmarks is None else landmarks
     for name in ("learning_curve.png", "progress.csv"):
@@ -145,7 +146,7 @@ def _digest(bundle_dir: Path) -> str:
     """The digest GetModelInfo reports and `l3p serve --bundle-sha256` pins."""
     import json
 
-    from serving.bundle import bundle_digest
+    from l3p.serving.bundle import bundle_digest
 
     return bundle_digest(json.loads((bundle_dir / "manifest.json").read_text()))
 
@@ -153,8 +154,8 @@ def _digest(bundle_dir: Path) -> str:
 def cmd_export(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from training.export import BundleExistsError, ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
-    from training.trainer import REPLAY, CheckpointError, load_checkpoint, run_provenance
+    from l3p.training.export import BundleExistsError, ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
+    from l3p.training.trainer import REPLAY, CheckpointError, load_checkpoint, run_provenance
 
     run_dir = Path(args.checkpoint)
     if run_dir.is_file():

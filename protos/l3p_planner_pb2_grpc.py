@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from protos import l3p_planner_pb2 as protos_dot_l3p__planner__pb2
+from l3p.protos import l3p_planner_pb2 as l3p_dot_protos_dot_l3p__planner__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in protos/l3p_planner_pb2_grpc.py depends on'
+        + ' but the generated code in l3p/protos/l3p_planner_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,28 +36,28 @@ class PlannerStub:
         """
         self.GetModelInfo = channel.unary_unary(
                 '/l3p.v1.Planner/GetModelInfo',
-                request_serializer=protos_dot_l3p__planner__pb2.GetModelInfoRequest.SerializeToString,
-                response_deserializer=protos_dot_l3p__planner__pb2.ModelInfo.FromString,
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.GetModelInfoRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ModelInfo.FromString,
                 _registered_method=True)
         self.StartEpisode = channel.unary_unary(
                 '/l3p.v1.Planner/StartEpisode',
-                request_serializer=protos_dot_l3p__planner__pb2.StartEpisodeRequest.SerializeToString,
-                response_deserializer=protos_dot_l3p__planner__pb2.StartEpisodeResponse.FromString,
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.StartEpisodeRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.StartEpisodeResponse.FromString,
                 _registered_method=True)
         self.Act = channel.unary_unary(
                 '/l3p.v1.Planner/Act',
-                request_serializer=protos_dot_l3p__planner__pb2.ActRequest.SerializeToString,
-                response_deserializer=protos_dot_l3p__planner__pb2.ActResponse.FromString,
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ActRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ActResponse.FromString,
                 _registered_method=True)
         self.EndEpisode = channel.unary_unary(
                 '/l3p.v1.Planner/EndEpisode',
-                request_serializer=protos_dot_l3p__planner__pb2.EndEpisodeRequest.SerializeToString,
-                response_deserializer=protos_dot_l3p__planner__pb2.EndEpisodeResponse.FromString,
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.EndEpisodeRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.EndEpisodeResponse.FromString,
                 _registered_method=True)
         self.Control = channel.stream_stream(
                 '/l3p.v1.Planner/Control',
-                request_serializer=protos_dot_l3p__planner__pb2.ControlRequest.SerializeToString,
-                response_deserializer=protos_dot_l3p__planner__pb2.ControlResponse.FromString,
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.FromString,
                 _registered_method=True)
 
 
@@ -105,28 +105,28 @@ def add_PlannerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'GetModelInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetModelInfo,
-                    request_deserializer=protos_dot_l3p__planner__pb2.GetModelInfoRequest.FromString,
-                    response_serializer=protos_dot_l3p__planner__pb2.ModelInfo.SerializeToString,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.GetModelInfoRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ModelInfo.SerializeToString,
             ),
             'StartEpisode': grpc.unary_unary_rpc_method_handler(
                     servicer.StartEpisode,
-                    request_deserializer=protos_dot_l3p__planner__pb2.StartEpisodeRequest.FromString,
-                    response_serializer=protos_dot_l3p__planner__pb2.StartEpisodeResponse.SerializeToString,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.StartEpisodeRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.StartEpisodeResponse.SerializeToString,
             ),
             'Act': grpc.unary_unary_rpc_method_handler(
                     servicer.Act,
-                    request_deserializer=protos_dot_l3p__planner__pb2.ActRequest.FromString,
-                    response_serializer=protos_dot_l3p__planner__pb2.ActResponse.SerializeToString,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ActRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ActResponse.SerializeToString,
             ),
             'EndEpisode': grpc.unary_unary_rpc_method_handler(
                     servicer.EndEpisode,
-                    request_deserializer=protos_dot_l3p__planner__pb2.EndEpisodeRequest.FromString,
-                    response_serializer=protos_dot_l3p__planner__pb2.EndEpisodeResponse.SerializeToString,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.EndEpisodeRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.EndEpisodeResponse.SerializeToString,
             ),
             'Control': grpc.stream_stream_rpc_method_handler(
                     servicer.Control,
-                    request_deserializer=protos_dot_l3p__planner__pb2.ControlRequest.FromString,
-                    response_serializer=protos_dot_l3p__planner__pb2.ControlResponse.SerializeToString,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -154,8 +154,8 @@ class Planner:
             request,
             target,
             '/l3p.v1.Planner/GetModelInfo',
-            protos_dot_l3p__planner__pb2.GetModelInfoRequest.SerializeToString,
-            protos_dot_l3p__planner__pb2.ModelInfo.FromString,
+            l3p_dot_protos_dot_l3p__planner__pb2.GetModelInfoRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ModelInfo.FromString,
             options,
             channel_credentials,
             insecure,
@@ -181,8 +181,8 @@ class Planner:
             request,
             target,
             '/l3p.v1.Planner/StartEpisode',
-            protos_dot_l3p__planner__pb2.StartEpisodeRequest.SerializeToString,
-            protos_dot_l3p__planner__pb2.StartEpisodeResponse.FromString,
+            l3p_dot_protos_dot_l3p__planner__pb2.StartEpisodeRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.StartEpisodeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -208,8 +208,8 @@ class Planner:
             request,
             target,
             '/l3p.v1.Planner/Act',
-            protos_dot_l3p__planner__pb2.ActRequest.SerializeToString,
-            protos_dot_l3p__planner__pb2.ActResponse.FromString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ActRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ActResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -235,8 +235,8 @@ class Planner:
             request,
             target,
             '/l3p.v1.Planner/EndEpisode',
-            protos_dot_l3p__planner__pb2.EndEpisodeRequest.SerializeToString,
-            protos_dot_l3p__planner__pb2.EndEpisodeResponse.FromString,
+            l3p_dot_protos_dot_l3p__planner__pb2.EndEpisodeRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.EndEpisodeResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -262,8 +262,8 @@ class Planner:
             request_iterator,
             target,
             '/l3p.v1.Planner/Control',
-            protos_dot_l3p__planner__pb2.ControlRequest.SerializeToString,
-            protos_dot_l3p__planner__pb2.ControlResponse.FromString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -34,9 +34,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from serving.bundle import Bundle
-from serving.metrics import Metrics
-from serving.planner import POLICY, EpisodePlanner, Inference, LandmarkGraph, PlannerConfig, ValueFn
+from l3p.core import LandmarkGraph, PlannerConfig
+from l3p.core.search import ValueFn
 
 # Actor batches up to this many rows run on the event loop (see MicroBatcher): measured on the
 # shipped bundle, a keep step's round trip was ~170 µs shorter than through the network thread,
@@ -226,53 +225,3 @@ def _rows_of(output, start: int, stop: int):
     if isinstance(output, tuple):
         return tuple(part[start:stop] for part in output)
     return output[start:stop]
-
-
-class Engine:
-    """The bundle's networks and graph solves, run off the event loop."""
-
-    def __init__(
-        self,
-        bundle: Bundle,
-        max_delay_s: float = 0.0,
-        inline_rows: int = INLINE_ROWS,
-        metrics: Metrics | None = None,
-    ):
-        self.bundle = bundle
-        self._network_thread = ThreadPoolExecutor(1, thread_name_prefix="l3p-infer")
-        self._start_thread = ThreadPoolExecutor(1, thread_name_prefix="l3p-start")
-
-        def batcher(fn, network: str, inline: int) -> MicroBatcher:
-            on_batch = lambda requests: None  # noqa: E731
-            if metrics is not None:
-                batches = metrics.batches.labels(network)
-                steps = metrics.batched_steps.labels(network)
-
-                def on_batch(requests: int) -> None:
-                    batches.inc()
-                    steps.inc(requests)
-
-            return MicroBatcher(fn, self._network_thread, max_delay_s, inline_rows=inline,
-                                direct=True, on_batch=on_batch)
-
-        # Keep steps' small actor batches on the loop; batches of re-plans (N+1 rows each) off it.
-        self.actor = batcher(bundle.policy_fn, "actor", inline_rows)
-        self.distance = batcher(bundle.distance_fn, "distance", 0)
-        self.starts = StartBatcher(bundle.landmark_graph, bundle.value_fn, self._start_thread)
-
-    async def start_episode(
-        self, goal: np.ndarray, config: PlannerConfig, seed: int | None
-    ) -> EpisodePlanner:
-        """The episode's planner, its graph solved from the bundle's cached landmark block."""
-        d_cg = await self.starts(goal, config)
-        bundle = self.bundle
-        return EpisodePlanner(bundle.landmark_graph, goal, bundle.value_fn, config, seed, d_cg=d_cg)
-
-    async def infer(self, need: Inference):
-        """The output of the network call a step prepared (`EpisodePlanner.prepare`)."""
-        batcher = self.actor if need.fn == POLICY else self.distance
-        return await batcher(need.obs, need.goals)
-
-    def close(self) -> None:
-        self._network_thread.shutdown(wait=False, cancel_futures=True)
-        self._start_thread.shutdown(wait=False, cancel_futures=True)

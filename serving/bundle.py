@@ -7,24 +7,17 @@ message names the file and the problem, so `l3p serve` can print it as one line.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
-from serving.planner import LandmarkGraph, PlannerConfig
+from l3p.core import PlannerConfig
+from l3p.core.bundle_format import (GRAPHS, BundleError, bundle_digest, graph_signatures, planner_defaults,
+                                    read_graph, read_manifest, shape_matches)
 
-FORMAT = "l3p-bundle"
-FORMAT_VERSION = 1
-GRAPHS = ("actor", "distance", "value", "landmarks")
-
-
-class BundleError(Exception):
-    """The bundle cannot be served; the message says which file and why."""
+__all__ = ["Bundle", "BundleError", "bundle_digest", "load_bundle", "session_options"]
 
 
 @dataclass(frozen=True)
@@ -44,14 +37,6 @@ class Bundle:
     actor: ort.InferenceSession
     distance: ort.InferenceSession
     value: ort.InferenceSession
-    # Per-bundle work, done once here: V over landmark pairs and its solution for the default
-    # planner settings (an episode start then costs N value calls, see planner.LandmarkGraph).
-    landmark_graph: LandmarkGraph = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        graph = LandmarkGraph(self.landmarks, self.value_fn)
-        graph.prepare(self.planner_defaults)
-        object.__setattr__(self, "landmark_graph", graph)
 
     @property
     def n_landmarks(self) -> int:
@@ -80,7 +65,7 @@ def _f32(x: np.ndarray) -> np.ndarray:
 def session_options() -> ort.SessionOptions:
     """Latency over throughput: the graphs are small MLPs, so one thread per call and no
     inter-op pool; concurrency comes from serving many sessions on gRPC's worker threads
-    (a multi-threaded pool per call gave ~4x worse p99 tails, see SERVING_LESSONS.md)."""
+    (a multi-threaded pool per call gave ~4x worse p99 tails)."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -90,32 +75,13 @@ def session_options() -> ort.SessionOptions:
     return options
 
 
-def bundle_digest(manifest: dict) -> str:
-    """sha256 of the manifest as canonical JSON (sorted keys, no spaces). The manifest holds each
-    file's sha256, so the digest pins the graphs and everything served with them (dims, action
-    bounds, planner defaults, provenance); `l3p serve --bundle-sha256` checks it."""
-    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def load_bundle(path: str | Path) -> Bundle:
     path = Path(path)
-    if not path.is_dir():
-        raise BundleError(f"bundle {path}: not a directory")
-    manifest = _read_manifest(path)
+    manifest = read_manifest(path)
     dims = manifest["dims"]
     obs_dim, goal_dim, action_dim = dims["obs"], dims["goal"], dims["action"]
     n_landmarks = manifest["n_landmarks"]
-    # (input name, width) and (output name, width or None for a [B] vector) per graph.
-    io = {
-        "actor": ([("obs", obs_dim), ("goal", goal_dim)], [("action", action_dim)]),
-        "distance": (
-            [("obs", obs_dim), ("goal", goal_dim)],
-            [("distance", None), ("action", action_dim)],
-        ),
-        "value": ([("goal_a", goal_dim), ("goal_b", goal_dim)], [("value", None)]),
-        "landmarks": ([], [("landmarks", goal_dim)]),
-    }
+    io = graph_signatures(dims)
     sessions = {
         name: _open_graph(
             path,
@@ -147,77 +113,12 @@ def load_bundle(path: str | Path) -> Bundle:
         action_high=np.asarray(manifest["action_high"], dtype=np.float32),
         gamma=float(manifest["gamma"]),
         landmarks=np.ascontiguousarray(landmarks, dtype=np.float32),
-        planner_defaults=_planner_defaults(manifest["planner"]),
+        planner_defaults=planner_defaults(manifest),
         sha256=bundle_digest(manifest),
         actor=sessions["actor"],
         distance=sessions["distance"],
         value=sessions["value"],
     )
-
-
-def _read_manifest(path: Path) -> dict:
-    file = path / "manifest.json"
-    try:
-        manifest = json.loads(file.read_text())
-    except FileNotFoundError:
-        raise BundleError(f"bundle {path}: manifest.json is missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{file}: not readable JSON ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise BundleError(f"{file}: expected a JSON object")
-
-    def bad(field: str, expected: str) -> BundleError:
-        value = manifest
-        for key in field.split("."):
-            value = value.get(key) if isinstance(value, dict) else None
-        return BundleError(f"{file}: '{field}' is {value!r}, expected {expected}")
-
-    if manifest.get("format") != FORMAT:
-        raise bad("format", repr(FORMAT))
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise bad("format_version", f"{FORMAT_VERSION} (the version this server reads)")
-    if not isinstance(manifest.get("env_id"), str) or not manifest["env_id"]:
-        raise bad("env_id", "a non-empty string")
-    if not isinstance(manifest.get("dims"), dict):
-        raise bad("dims", 'an object {"obs", "goal", "action"}')
-    for key in ("obs", "goal", "action"):
-        if not _is_positive_int(manifest["dims"].get(key)):
-            raise bad(f"dims.{key}", "a positive integer")
-    for key in ("action_low", "action_high"):
-        bounds = manifest.get(key)
-        if (
-            not isinstance(bounds, list)
-            or len(bounds) != manifest["dims"]["action"]
-            or not all(_is_finite_number(b) for b in bounds)
-        ):
-            raise bad(key, f"a list of {manifest['dims']['action']} finite numbers (dims.action)")
-    if not _is_finite_number(manifest.get("gamma")) or not 0 < manifest["gamma"] < 1:
-        raise bad("gamma", "a number in (0, 1)")
-    if not _is_positive_int(manifest.get("n_landmarks")):
-        raise bad("n_landmarks", "a positive integer")
-    if not isinstance(manifest.get("planner"), dict):
-        raise bad("planner", "an object of planner defaults")
-    files = manifest.get("files")
-    if not isinstance(files, dict):
-        raise bad("files", f"an object with entries {', '.join(GRAPHS)}")
-    for name in GRAPHS:
-        entry = files.get(name)
-        if not (
-            isinstance(entry, dict)
-            and isinstance(entry.get("path"), str)
-            and isinstance(entry.get("sha256"), str)
-        ):
-            raise bad(f"files.{name}", '{"path": ..., "sha256": ...}')
-    return manifest
-
-
-def _planner_defaults(planner: dict) -> PlannerConfig:
-    try:
-        config = PlannerConfig(**planner)
-        config.validate()
-    except (TypeError, ValueError) as exc:
-        raise BundleError(f"manifest.json: 'planner' is invalid: {exc}") from None
-    return config
 
 
 def _open_graph(
@@ -231,20 +132,7 @@ def _open_graph(
 
     `batch` None means the leading axis must be dynamic (the planner batches N + 1 candidates).
     """
-    file = (root / entry["path"]).resolve()
-    if root.resolve() not in file.parents:
-        raise BundleError(f"manifest.json: file path {entry['path']!r} leaves the bundle directory")
-    try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        raise BundleError(f"bundle {root}: {entry['path']} is missing") from None
-    except OSError as exc:
-        raise BundleError(f"bundle {root}: cannot read {entry['path']} ({exc.strerror})") from None
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != entry["sha256"]:
-        raise BundleError(
-            f"{entry['path']}: sha256 {digest} does not match manifest.json ({entry['sha256']})"
-        )
+    data = read_graph(root, entry)
     try:
         session = ort.InferenceSession(data, session_options(), providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises several private exception types
@@ -260,7 +148,7 @@ def _open_graph(
         for name, width in expected:
             arg = by_name[name]
             want = [batch or "B"] + ([] if width is None else [width])
-            if arg.type != "tensor(float)" or not _shape_matches(arg.shape, want):
+            if arg.type != "tensor(float)" or not shape_matches(arg.shape, want):
                 raise BundleError(
                     f"{entry['path']}: {kind} '{name}' is {arg.type} {arg.shape}, "
                     f"expected tensor(float) {want} (B: a dynamic batch axis)"
@@ -269,24 +157,3 @@ def _open_graph(
     check("input", session.get_inputs(), inputs)
     check("output", session.get_outputs(), outputs)
     return session
-
-
-def _shape_matches(shape: list, want: list) -> bool:
-    """ONNX shapes hold ints, symbolic names (str) or None (unknown); 'B' wants a symbolic axis."""
-    if len(shape) != len(want):
-        return False
-    for have, need in zip(shape, want):
-        if need == "B":
-            if isinstance(have, int):  # a fixed batch size cannot take N + 1 candidates
-                return False
-        elif isinstance(have, int) and have != need:
-            return False
-    return True
-
-
-def _is_positive_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _is_finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

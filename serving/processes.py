@@ -65,9 +65,9 @@ def _worker_args(args: argparse.Namespace, port: int, index: int) -> argparse.Na
 def _worker(args: argparse.Namespace, index: int, ready) -> None:
     """One server process. Runs in a spawned interpreter."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
-    from serving import server
-    from serving.bundle import BundleError
-    from serving.security import SecurityConfigError
+    from l3p.serving import server
+    from l3p.serving.bundle import BundleError
+    from l3p.serving.security import SecurityConfigError
 
     server.configure_logging(args.log_level)
     try:
@@ -78,7 +78,7 @@ def _worker(args: argparse.Namespace, index: int, ready) -> None:
 
 
 def run_processes(args: argparse.Namespace) -> int:
-    from serving.server import exit_with_parent, operator_error
+    from l3p.serving.server import exit_with_parent, operator_error
 
     try:
         reservation = reserve_port(args.host, args.port)

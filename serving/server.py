@@ -3,7 +3,7 @@
     python -m serving.server --bundle DIR --port 0     # or: l3p serve --bundle DIR ...
 
 An asyncio server (grpc.aio): a call or an open Control stream costs no thread. Every episode is
-a session holding its own `EpisodePlanner` (serving/planner.py) behind its own lock; the CPU work
+a session holding its own `EpisodePlanner` (core/episode.py) behind its own lock; the CPU work
 (onnxruntime, graph solves) runs off the event loop, and the steps of different sessions that
 wait at the same time share one onnxruntime call per network (serving/batching.py; results are
 the same as unbatched). The process caps BLAS at one thread itself (serving/threads.py) and logs
@@ -37,14 +37,14 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from protos import l3p_planner_pb2 as pb
-from protos import l3p_planner_pb2_grpc as pb_grpc
-from serving.batching import Engine
-from serving.bundle import Bundle, BundleError, load_bundle
-from serving.health import SERVING, HealthService
-from serving.health import SERVICE_NAME as HEALTH_SERVICE_NAME
-from serving.metrics import Metrics
-from serving.security import (
+from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.serving.engine import Engine
+from l3p.serving.bundle import Bundle, BundleError, load_bundle
+from l3p.serving.health import SERVING, HealthService
+from l3p.serving.health import SERVICE_NAME as HEALTH_SERVICE_NAME
+from l3p.serving.metrics import Metrics
+from l3p.serving.security import (
     AuthInterceptor,
     Gatekeeper,
     Security,
@@ -53,8 +53,8 @@ from serving.security import (
     is_loopback,
     security_from_args,
 )
-from serving.sessions import Owner, Session, SessionLimitError, SessionNotFoundError, SessionStore
-from serving.threads import limit_blas_threads
+from l3p.serving.sessions import Owner, Session, SessionLimitError, SessionNotFoundError, SessionStore
+from l3p.serving.threads import limit_blas_threads
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Planner"].full_name  # "l3p.v1.Planner"
 
@@ -688,7 +688,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except (BundleError, SecurityConfigError) as exc:
         return operator_error(str(exc))
     if args.processes > 1:
-        from serving.processes import run_processes
+        from l3p.serving.processes import run_processes
 
         return run_processes(args)
     return serve(args, *prepared,

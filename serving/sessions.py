@@ -41,7 +41,7 @@ class Owner:
 @dataclass(eq=False)
 class Session:
     id: str
-    planner: Any  # serving.planner.EpisodePlanner; the store does not look inside
+    planner: Any  # l3p.core.EpisodePlanner; the store does not look inside
     last_used: float
     owner: Owner = Owner("")
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one step at a time

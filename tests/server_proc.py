@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from clients.local_server import LocalServer
+from l3p.serving.local_server import LocalServer
 
 
 @contextmanager

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from serving.batching import MicroBatcher, StartBatcher
-from serving.planner import LandmarkGraph, PlannerConfig
+from l3p.serving.batching import MicroBatcher, StartBatcher
+from l3p.core import LandmarkGraph, PlannerConfig
 
 
 class Recorder:

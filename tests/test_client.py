@@ -12,8 +12,8 @@ import grpc
 import numpy as np
 import pytest
 
-import clients.client as client_mod
-from clients.client import (
+import l3p.clients.client as client_mod
+from l3p.clients.client import (
     DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
@@ -25,7 +25,7 @@ from clients.client import (
     Unavailable,
     episode_options,
 )
-from clients.local_server import LocalServer
+from l3p.serving.local_server import LocalServer
 from server_proc import serve
 
 GOAL = [1.3, 0.75, 0.42]
@@ -307,7 +307,7 @@ def test_episode_options_leave_unset_fields_unset():
 
 
 def test_client_module_needs_no_torch_or_gymnasium():
-    code = ("import sys; import clients.client; "
+    code = ("import sys; import l3p.clients.client; "
             "bad = [m for m in ('torch', 'gymnasium', 'mujoco', 'onnxruntime') if m in sys.modules]; "
             "sys.exit(repr(bad) if bad else 0)")
     root = Path(client_mod.__file__).resolve().parents[1]

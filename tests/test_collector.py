@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from serving.planner import EpisodePlanner, LandmarkGraph
+from l3p.core import EpisodePlanner, LandmarkGraph
 from test_training_run import params, tiny_cfg
-from training.collector import CollectorError, CollectRequest, ProcessCollector, planned_actions, planner_config
-from training.envs import VecGoalEnv
-from training.trainer import Trainer
+from l3p.training.collector import CollectorError, CollectRequest, ProcessCollector, planned_actions, planner_config
+from l3p.training.trainer import Trainer
 
 
 def test_process_collector_gives_the_inline_run_exactly_and_resumes_exactly(tmp_path):

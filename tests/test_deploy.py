@@ -22,10 +22,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import nginx_proxy
-from clients.client import PlannerClient, RetryPolicy, channel_credentials
-from clients.local_server import LocalServer
-from protos import l3p_planner_pb2_grpc as pb_grpc
-from serving.bundle import load_bundle
+from l3p.clients.client import PlannerClient, RetryPolicy, channel_credentials
+from l3p.serving.local_server import LocalServer
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.serving.bundle import load_bundle
 from test_server_e2e import actions, advance, explore, free_port, initial, run_stream, run_unary, wait_until
 
 TIMEOUT = 20

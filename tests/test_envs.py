@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from training.envs import UnknownEnvError, VecGoalEnv, make_env
+from l3p.sim.envs import UnknownEnvError, VecGoalEnv, make_env
 
 
 def test_fetch_push_spec_and_seeded_resets():

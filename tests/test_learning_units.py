@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from training import losses
-from training.gls import greedy_latent_sparsification
-from training.networks import (Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, distance_from_q,
+from l3p.training import losses
+from l3p.training.gls import greedy_latent_sparsification
+from l3p.training.networks import (Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, distance_from_q,
                                q_from_distance)
-from training.normalizer import Normalizer
-from training.replay import EpisodeReplay
+from l3p.training.normalizer import Normalizer
+from l3p.training.replay import EpisodeReplay
 
 T, OD, GD, AD = 10, 5, 2, 3
 
@@ -279,10 +279,10 @@ PINNED_LOSSES = [
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["sequential", "overlapped"])
 def test_update_losses_are_pinned_on_fixed_batches(overlap):
-    from training.agent import ClusterWork, L3PAgent
-    from training.config import TrainConfig
-    from training.envs import EnvSpec
-    from training.replay import Batch
+    from l3p.training.agent import ClusterWork, L3PAgent
+    from l3p.training.config import TrainConfig
+    from l3p.sim.envs import EnvSpec
+    from l3p.training.replay import Batch
 
     torch.manual_seed(0)
     spec = EnvSpec("FetchReach-v4", 10, 3, 4, (-1.0,) * 4, (1.0,) * 4, 50)
@@ -314,11 +314,11 @@ def test_update_losses_are_pinned_on_fixed_batches(overlap):
 
 def test_a_failed_overlapped_step_raises_at_drain(monkeypatch):
     """An error in the landmark-model thread is not lost: drain re-raises it, in the trainer's thread."""
-    import training.agent as agent_mod
-    from training.agent import L3PAgent
-    from training.config import TrainConfig
-    from training.envs import EnvSpec
-    from training.replay import Batch
+    import l3p.training.agent as agent_mod
+    from l3p.training.agent import L3PAgent
+    from l3p.training.config import TrainConfig
+    from l3p.sim.envs import EnvSpec
+    from l3p.training.replay import Batch
 
     spec = EnvSpec("FetchReach-v4", 10, 3, 4, (-1.0,) * 4, (1.0,) * 4, 50)
     agent = L3PAgent(TrainConfig(env_id="FetchReach-v4", hidden=16, layers=2, ae_hidden=8, overlap_updates=True), spec)

@@ -8,11 +8,11 @@ from collections import deque
 import numpy as np
 import pytest
 
-from clients import mazes
-from clients.evaluate import add_eval_arguments, run_eval
-from clients.plots import draw_maze_episode, plot_maze_episode
+from l3p.sim import mazes
+from l3p.clients.evaluate import add_eval_arguments, run_eval
+from l3p.sim.draw import draw_maze_episode, plot_maze_episode
 from server_proc import serve
-from training.envs import VecGoalEnv, make_env
+from l3p.sim.envs import VecGoalEnv, make_env
 
 MAZE = "PointMaze_Large-v3"
 
@@ -26,7 +26,7 @@ def layout():
 
 @pytest.fixture(scope="module")
 def maze_bundle(tmp_path_factory):
-    from training.export import export_untrained_bundle
+    from l3p.training.export import export_untrained_bundle
 
     return export_untrained_bundle(tmp_path_factory.mktemp("maze") / MAZE, env_id=MAZE, n_landmarks=12)
 
@@ -165,7 +165,7 @@ def test_maze_plot_axes_span_the_maze(layout):
 
 
 def test_l3p_plot_writes_a_png_of_a_served_episode(maze_bundle, tmp_path):
-    from clients.plots import add_plot_arguments, run_plot
+    from l3p.plot import add_plot_arguments, run_plot
 
     out = tmp_path / "episode.png"
     with serve(maze_bundle) as port:
@@ -177,7 +177,7 @@ def test_l3p_plot_writes_a_png_of_a_served_episode(maze_bundle, tmp_path):
 
 
 def test_plot_refuses_a_non_maze_bundle(push_bundle, tmp_path, capsys):
-    from clients.plots import add_plot_arguments, run_plot
+    from l3p.plot import add_plot_arguments, run_plot
 
     args = add_plot_arguments(argparse.ArgumentParser()).parse_args(
         ["--bundle", str(push_bundle), "--out", str(tmp_path / "x.png")])
@@ -195,7 +195,7 @@ def test_plot_file_for_a_recorded_episode(layout, tmp_path):
 def test_maze_video_is_a_top_down_mp4(maze_bundle, tmp_path):
     from test_runner import require_rendering, video_frames
 
-    from clients.runner import add_run_arguments, run_run
+    from l3p.clients.runner import add_run_arguments, run_run
 
     require_rendering()
     out = tmp_path / "maze.mp4"

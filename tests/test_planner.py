@@ -1,4 +1,4 @@
-"""Tests for serving/planner.py: graph building, hard/soft search, and Algorithm 1.
+"""Tests for the planner core (core/): graph building, hard/soft search, and Algorithm 1.
 
 Two synthetic worlds stand in for the learned networks:
 - table world: node k is the 1-d point [k]; V and D are read from test-chosen tables and
@@ -18,9 +18,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from serving.planner import (
+from l3p.core.names import MIN_TEMPERATURE
+from l3p.core import (
     DISTANCE,
-    MIN_TEMPERATURE,
     MODES,
     POLICY,
     SEARCHES,
@@ -298,11 +298,11 @@ def test_soft_search_80_node_graph_no_diagonal_drift() -> None:
 
 
 def test_soft_search_blocks_rows_like_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    import serving.planner as planner_module
+    import l3p.core.search as planner_module
 
     w = known_graphs()["random_sparse_1"]
     whole = shortest_paths_soft(w, 1.1, 5)
-    monkeypatch.setattr(planner_module, "_SOFT_BLOCK_ELEMENTS", 2 * 7 * 7)  # 2 rows a block
+    monkeypatch.setattr(planner_module, "BLOCK_ELEMENTS", 2 * 7 * 7)  # 2 rows a block
     np.testing.assert_allclose(shortest_paths_soft(w, 1.1, 5), whole, rtol=0, atol=1e-12)
 
 
@@ -386,30 +386,30 @@ def test_soft_search_80_node_graph_matches_reference() -> None:
 
 
 def test_soft_search_fast_path_matches_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    import serving.planner as planner_module
+    import l3p.core.search as planner_module
 
     w = random_point_graph()
     fast = shortest_paths_soft(w, 1.1, 20)
     # A zero error budget sends every pair through the exact per-pair path; small blocks.
     monkeypatch.setattr(planner_module, "_SOFT_FAST_ATOL", 0.0)
-    monkeypatch.setattr(planner_module, "_SOFT_BLOCK_ELEMENTS", 81 * 100)
+    monkeypatch.setattr(planner_module, "BLOCK_ELEMENTS", 81 * 100)
     exact_path = shortest_paths_soft(w, 1.1, 20)
     assert_same_distances(fast, exact_path, atol=1e-9)
-    monkeypatch.setattr(planner_module, "_SOFT_BLOCK_ELEMENTS", 1 << 20)  # one block
+    monkeypatch.setattr(planner_module, "BLOCK_ELEMENTS", 1 << 20)  # one block
     np.testing.assert_array_equal(shortest_paths_soft(w, 1.1, 20), exact_path)
 
 
 def test_soft_search_early_exit_returns_the_fixed_point(monkeypatch: pytest.MonkeyPatch) -> None:
-    import serving.planner as planner_module
+    import l3p.core.search as planner_module
 
-    real_update = planner_module._soft_expectation
+    real_update = planner_module.soft_expectation
     calls: list[int] = []
 
     def counting_update(d: np.ndarray, temperature: float) -> np.ndarray:
         calls.append(1)
         return real_update(d, temperature)
 
-    monkeypatch.setattr(planner_module, "_soft_expectation", counting_update)
+    monkeypatch.setattr(planner_module, "soft_expectation", counting_update)
     cases = [
         (soft_test_graphs()["long_chain_40"], 1e-3, 20),  # min-plus squaring: ~log2(n) steps
         (random_point_graph(), 1.1, 200),  # the fast path also reaches a float fixed point

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import clients.demo as demo_mod
-from clients.evaluate import add_eval_arguments, parse_modes, run_eval, wilson_interval
-from clients.local_server import LocalServer
-from clients.runner import add_run_arguments, run, run_run
+import l3p.demo as demo_mod
+from l3p.clients.evaluate import add_eval_arguments, parse_modes, run_eval, wilson_interval
+from l3p.serving.local_server import LocalServer
+from l3p.clients.runner import add_run_arguments, run, run_run
 from server_proc import serve
 
 pytest.importorskip("gymnasium_robotics")
@@ -85,8 +85,8 @@ def test_runner_refuses_another_env(server, capsys):
 
 def test_runner_reports_an_unreachable_server(monkeypatch, capsys):
     # The default retry policy waits ~10 s for a restart; nobody listens on port 1.
-    import clients.runner as runner_mod
-    from clients.client import PlannerClient
+    import l3p.clients.runner as runner_mod
+    from l3p.clients.client import PlannerClient
 
     monkeypatch.setattr(runner_mod, "PlannerClient",
                         lambda target, **kw: PlannerClient(target, retry=None, **kw))
@@ -97,7 +97,7 @@ def test_runner_reports_an_unreachable_server(monkeypatch, capsys):
 def _rendering_probe() -> str | None:
     """Why offscreen rendering fails here, or None. In a subprocess: a GL driver that cannot
     initialize may abort the process, which must skip the test, not crash the run."""
-    code = ("import sys; from clients.runner import rendering_unavailable; "
+    code = ("import sys; from l3p.clients.runner import rendering_unavailable; "
             "r = rendering_unavailable('FetchPush-v4'); print(r or ''); sys.exit(1 if r else 0)")
     try:
         probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -21,12 +21,12 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
-from clients.client import channel_credentials
-from clients.local_server import LocalServer
-from protos import l3p_planner_pb2 as pb
-from protos import l3p_planner_pb2_grpc as pb_grpc
-from serving.bundle import load_bundle
-from serving.security import MISSING_TOKEN, WRONG_TOKEN, TokenFileError, TokenTable, bearer_token
+from l3p.clients.client import channel_credentials
+from l3p.serving.local_server import LocalServer
+from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.serving.bundle import load_bundle
+from l3p.serving.security import MISSING_TOKEN, WRONG_TOKEN, TokenFileError, TokenTable, bearer_token
 from test_server_e2e import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,7 +226,7 @@ def test_under_mutual_tls_a_session_belongs_to_the_certificate(mtls_server, tls_
 
 def serve_once(bundle: Path, *args: str) -> subprocess.CompletedProcess:
     """Runs the server with arguments it must refuse; it exits without serving."""
-    return subprocess.run([sys.executable, "-m", "serving.server", "--bundle", str(bundle), "--port", "0", *args],
+    return subprocess.run([sys.executable, "-m", "l3p.serving.server", "--bundle", str(bundle), "--port", "0", *args],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
 
 

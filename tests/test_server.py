@@ -19,12 +19,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from protos import l3p_planner_pb2 as pb
-from protos import l3p_planner_pb2_grpc as pb_grpc
-from serving.bundle import BundleError, bundle_digest, load_bundle, session_options
-from serving.planner import PlannerConfig
-from serving.server import DEFAULT_BATCH_DELAY_US, JsonFormatter, PlannerServer, add_serve_arguments
-from serving.sessions import SessionLimitError, SessionNotFoundError, SessionStore
+from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.serving.bundle import BundleError, bundle_digest, load_bundle, session_options
+from l3p.core import PlannerConfig
+from l3p.serving.server import DEFAULT_BATCH_DELAY_US, JsonFormatter, PlannerServer, add_serve_arguments
+from l3p.serving.sessions import SessionLimitError, SessionNotFoundError, SessionStore
 
 # ---------------------------------------------------------------------------- bundle loader
 

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from clients.local_server import LocalServer
-from protos import l3p_planner_pb2 as pb
-from protos import l3p_planner_pb2_grpc as pb_grpc
-from serving.bundle import load_bundle
-from serving.planner import EpisodePlanner
-from serving.threads import THREAD_VARIABLES, without_thread_variables
+from l3p.serving.local_server import LocalServer
+from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.serving.bundle import load_bundle
+from l3p.core import EpisodePlanner
+from l3p.serving.threads import THREAD_VARIABLES, without_thread_variables
 from test_server_e2e import (
     REPO, TIMEOUT, actions, explore, initial, run_stream, run_unary, serve, wait_until,
 )

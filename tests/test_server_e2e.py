@@ -30,11 +30,11 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from clients.local_server import LocalServer
-from protos import l3p_planner_pb2 as pb
-from protos import l3p_planner_pb2_grpc as pb_grpc
-from serving.bundle import load_bundle
-from serving.planner import EpisodePlanner, PlannerConfig
+from l3p.serving.local_server import LocalServer
+from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.serving.bundle import load_bundle
+from l3p.core import EpisodePlanner, PlannerConfig
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 20  # seconds, per call: generous for a loaded 2-core machine
@@ -574,7 +574,7 @@ def test_a_server_started_by_local_server_exits_when_its_parent_is_killed(untrai
     supervisor = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time\n"
-         "from clients.local_server import LocalServer\n"
+         "from l3p.serving.local_server import LocalServer\n"
          "server = LocalServer(sys.argv[1]).start()\n"
          "server.wait_ready()\n"
          "print(server.proc.pid, flush=True)\n"
@@ -676,7 +676,7 @@ def test_a_broken_bundle_exits_with_one_line(untrained_bundle, tmp_path, breakag
         manifest["format_version"] = 99
         (broken / "manifest.json").write_text(json.dumps(manifest))
     result = subprocess.run(
-        [sys.executable, "-m", "serving.server", "--bundle", str(broken), "--port", "0"],
+        [sys.executable, "-m", "l3p.serving.server", "--bundle", str(broken), "--port", "0"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )
     assert result.returncode != 0

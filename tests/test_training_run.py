@@ -11,9 +11,9 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from training.config import preset
-from training.export import BundleExistsError, export_bundle, sha256
-from training.trainer import CheckpointError, Trainer, load_checkpoint
+from l3p.training.config import preset
+from l3p.training.export import BundleExistsError, export_bundle, sha256
+from l3p.training.trainer import CheckpointError, Trainer, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,7 +147,7 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     r = l3p("export", "run", "b2", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     # The digest to pin (l3p serve --bundle-sha256) is the one the server reports.
-    from serving.bundle import load_bundle
+    from l3p.serving.bundle import load_bundle
 
     assert f"(sha256 {load_bundle(tmp_path / 'b2').sha256})" in r.stdout
     for plot in ("learning_curve.png", "landmarks.png"):  # next to the bundle, for people
@@ -232,7 +232,7 @@ def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
     assert (tmp_path / "run" / "bundle" / "landmarks.png").stat().st_size > 10_000  # drawn over the maze
     csv = (tmp_path / "run" / "progress.csv").read_text()
     assert "nan" not in csv.lower() and "success_l3p" not in csv.splitlines()[0]
-    from serving.bundle import load_bundle
+    from l3p.serving.bundle import load_bundle
 
     assert load_bundle(tmp_path / "run" / "bundle").n_landmarks == 50  # the server would load it
     # The checkpoint itself has no landmarks: exporting it is a one-line error, nothing written.
@@ -242,7 +242,7 @@ def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
 
 
 def test_cluster_batch_refresh_and_cluster_steps_follow_their_own_schedules(tmp_path, monkeypatch):
-    import training.agent as agent_mod
+    import l3p.training.agent as agent_mod
 
     trainer = Trainer(tiny_cfg(6, planning_start_episodes=2, warmup_episodes=2, updates_per_cycle=10,
                                 cluster_refresh_every=5, cluster_every=2), tmp_path)
@@ -264,7 +264,7 @@ def test_cluster_batch_refresh_and_cluster_steps_follow_their_own_schedules(tmp_
 
 
 def test_the_agent_regresses_v_on_the_next_achieved_goal(trained, monkeypatch):
-    import training.agent as agent_mod
+    import l3p.training.agent as agent_mod
 
     seen = {}
     real = agent_mod.losses.value_loss
@@ -284,9 +284,9 @@ def test_the_agent_regresses_v_on_the_next_achieved_goal(trained, monkeypatch):
 
 def test_action_bounds_other_than_one(tmp_path):
     """A ±2 action box: the actor spans it, the critic and the L2 penalty see a / a_max, export agrees."""
-    from training.agent import L3PAgent
-    from training.envs import EnvSpec
-    from training.losses import actor_loss
+    from l3p.training.agent import L3PAgent
+    from l3p.sim.envs import EnvSpec
+    from l3p.training.losses import actor_loss
 
     spec = EnvSpec("FetchReach-v4", 10, 3, 4, (-2.0,) * 4, (2.0,) * 4, 50)
     agent = L3PAgent(tiny_cfg(1), spec)
@@ -296,7 +296,7 @@ def test_action_bounds_other_than_one(tmp_path):
     np.testing.assert_allclose(agent.act(obs, goal), 2.0, atol=1e-4)
     # The penalty is on the scaled action: saturated at ±2 it is exactly action_l2 * 1.
     t_obs, t_goal = torch.tensor(obs), torch.tensor(goal)
-    from training.networks import q_from_distance
+    from l3p.training.networks import q_from_distance
     q = q_from_distance(agent.critic(t_obs, t_goal, agent.actor(t_obs, t_goal)), agent.cfg.gamma)
     loss = actor_loss(agent.actor, agent.critic, t_obs, t_goal, agent.cfg.gamma, action_l2=1.0)
     assert loss.item() == pytest.approx((-q.mean() + 1.0).item(), abs=1e-4)
@@ -310,9 +310,9 @@ def test_action_bounds_other_than_one(tmp_path):
 def test_planned_episode_subgoals_match_between_torch_and_the_onnx_bundle(trained, tmp_path):
     """One planned episode: the same observations through torch callables and through the exported
     bundle (onnxruntime) give the same subgoal sequence, counters and re-plans."""
-    from serving.bundle import load_bundle
-    from serving.planner import EpisodePlanner
-    from training.trainer import planner_config
+    from l3p.serving.bundle import load_bundle
+    from l3p.core import EpisodePlanner
+    from l3p.training.trainer import planner_config
 
     agent = trained.agent
     bundle = load_bundle(export_bundle(agent, tmp_path / "b", trained.provenance()))

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from training import losses
-from training.config import TrainConfig
-from training.envs import EnvSpec
-from training.gls import greedy_latent_sparsification
-from training.networks import (Actor, DistanceCritic, DistanceWithPolicy, GoalAutoEncoder, LatentClusters,
+from l3p.training import losses
+from l3p.training.config import TrainConfig
+from l3p.sim.envs import EnvSpec
+from l3p.training.gls import greedy_latent_sparsification
+from l3p.training.networks import (Actor, DistanceCritic, DistanceWithPolicy, GoalAutoEncoder, LatentClusters,
                                ValueNet)
-from training.normalizer import Normalizer
-from training.replay import Batch
+from l3p.training.normalizer import Normalizer
+from l3p.training.replay import Batch
 
 
 @dataclass

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from serving.planner import DISTANCE, EpisodePlanner, LandmarkGraph, PlannerConfig
-from training.config import TrainConfig
-from training.envs import VecGoalEnv
+from l3p.core import DISTANCE, EpisodePlanner, LandmarkGraph, PlannerConfig
+from l3p.training.config import TrainConfig
+from l3p.sim.envs import VecGoalEnv
 
 # Training episodes draw env seeds below 2**30 (evaluation uses the ranges above, see trainer.py).
 TRAIN_SEED_HIGH = 2**30
@@ -206,7 +206,7 @@ class ProcessCollector:
 
 
 def _collector_main(cfg: TrainConfig, conn, weights: dict[str, torch.Tensor]) -> None:
-    from training.agent import L3PAgent
+    from l3p.training.agent import L3PAgent
 
     # The learner decides when to stop (after the current cycle, with a checkpoint): a Ctrl-C sent to
     # the whole process group must not kill the collection it waits for.

@@ -22,10 +22,10 @@ import onnxruntime as ort
 import torch
 from onnx import helper, numpy_helper
 
-from training.agent import L3PAgent
-from training.config import TrainConfig, preset
-from training.envs import VecGoalEnv, env_spec, make_env
-from training.trainer import planner_config
+from l3p.training.agent import L3PAgent
+from l3p.training.config import TrainConfig, preset
+from l3p.sim.envs import VecGoalEnv, env_spec, make_env
+from l3p.training.trainer import planner_config
 
 FORMAT, FORMAT_VERSION = "l3p-bundle", 1
 OPSET = 17

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from training.networks import Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, q_from_distance
+from l3p.training.networks import Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, q_from_distance
 
 
 def critic_loss(critic: DistanceCritic, critic_targ: DistanceCritic, actor_targ: Actor, obs, goal, action,

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from training.normalizer import Normalizer
+from l3p.training.normalizer import Normalizer
 
 
 def mlp(inp: int, out: int, hidden: int, layers: int) -> nn.Sequential:

@@ -30,14 +30,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from clients import mazes
-from serving.planner import EpisodePlanner, LandmarkGraph
-from training.agent import L3PAgent
-from training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, planned_actions,
+from l3p.sim import mazes
+from l3p.core import EpisodePlanner, LandmarkGraph
+from l3p.training.agent import L3PAgent
+from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, planned_actions,
                                 planner_config)
-from training.config import TrainConfig
-from training.envs import VecGoalEnv
-from training.replay import EpisodeReplay
+from l3p.training.config import TrainConfig
+from l3p.sim.envs import VecGoalEnv
+from l3p.training.replay import EpisodeReplay
+from l3p.sim.draw import plot_landmarks, plot_learning_curve
 
 CHECKPOINT = "checkpoint.pt"
 REPLAY = "replay.npz"
@@ -322,63 +323,3 @@ def load_checkpoint(run_dir: Path) -> dict:
     if not isinstance(state, dict) or not {"config", "agent", "progress"} <= set(state):
         raise CheckpointError(f"checkpoint {path} is not an l3p training checkpoint")
     return state
-
-
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: str, env_id: str = "",
-                   value_fn=None, d_max: float = 0.0) -> None:
-    """Landmarks over a sample of achieved goals. Mazes: over the maze's walls, with the graph's
-    landmark edges (V <= d_max, given ``value_fn``); otherwise in the goal space's first two (and,
-    if 3-d, x-z) axes."""
-    if mazes.is_maze(env_id):
-        from clients.plots import plot_maze_episode
-        from serving.planner import pairwise_graph
-        from training.envs import make_env
-
-        env = make_env(env_id)
-        layout, scaling = mazes.maze_map(env), mazes.maze_scaling(env)
-        env.close()
-        n = len(landmarks)
-        edges = (pairwise_graph(landmarks, landmarks[0], value_fn, d_max, adaptive_cut=True)[:n, :n]
-                 if value_fn is not None else np.full((n, n), np.inf))
-        plot_maze_episode(path, layout, scaling, landmarks, edges, None, None, None, None, goals, title=title)
-        return
-    plt = _pyplot()
-    views = [(0, 1)] + ([(0, 2)] if goals.shape[1] > 2 else [])
-    fig, axes = plt.subplots(1, len(views), figsize=(5 * len(views), 4), dpi=100, squeeze=False)
-    for ax, (i, j) in zip(axes[0], views):
-        ax.scatter(goals[:, i], goals[:, j], s=3, c="0.75", label="achieved goals (replay)")
-        ax.scatter(landmarks[:, i], landmarks[:, j], s=30, c="tab:red", marker="*", label="landmarks")
-        ax.set_xlabel("xyz"[i] if goals.shape[1] == 3 else f"g[{i}]")
-        ax.set_ylabel("xyz"[j] if goals.shape[1] == 3 else f"g[{j}]")
-        ax.set_aspect("equal", adjustable="datalim")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(loc="best", fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def plot_learning_curve(history: list[dict], path: Path, title: str, planner_label: str = "L3P planner") -> None:
-    plt = _pyplot()
-
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for key, label in (("success_policy", "policy π(s, g)"), ("success_l3p", planner_label)):
-        rows = [r for r in history if r.get(key) is not None]  # cells not measured are absent
-        ax.plot([r["env_steps"] for r in rows], [r[key] for r in rows], marker=".", label=label)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("eval success rate")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

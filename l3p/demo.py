@@ -18,12 +18,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import clients
-from clients import mazes
-from clients.client import PlannerClient, PlannerError
-from clients.evaluate import evaluate, format_table, parse_modes, write_report
-from clients.local_server import LocalServer, ServerStartError
-from clients.runner import EnvMismatchError
+from l3p.sim import mazes
+from l3p.clients.client import PlannerClient, PlannerError
+from l3p.clients.evaluate import evaluate, format_table, parse_modes, write_report
+from l3p.serving.local_server import LocalServer, ServerStartError
+from l3p.clients.runner import EnvMismatchError
 
 MODELS = Path("models")
 DEFAULT_BUNDLE = MODELS / "FetchPush-v4"
@@ -35,7 +34,7 @@ def models_dir() -> Path:
     A non-editable install does not carry ``models/``; ``scripts/demo`` runs from the
     repository root, where the second candidate finds it.
     """
-    candidates = [Path(clients.__file__).resolve().parents[1] / MODELS, Path.cwd() / MODELS]
+    candidates = [Path(__file__).resolve().parents[1] / MODELS, Path.cwd() / MODELS]
     for path in candidates:
         if any(path.glob("*/manifest.json")):
             return path

@@ -11,7 +11,7 @@ import farama_notifications
 import gymnasium as gym
 import numpy as np
 
-from clients.mazes import success_flag
+from l3p.sim.mazes import success_flag
 
 # gymnasium-robotics prints a notice about Adroit envs (unrelated to ours) on every import.
 farama_notifications.notifications.pop("gymnasium_robotics", None)

@@ -48,7 +48,7 @@ class LocalServer:
         port: int = 0,
         host: str = "127.0.0.1",
         extra_args: Sequence[str] = (),
-        module: str = "serving.server",
+        module: str = "l3p.serving.server",
         cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
         stderr_lines: int = 40,
@@ -66,7 +66,7 @@ class LocalServer:
         ]
         if host != "127.0.0.1":
             self.command += ["--host", host]
-        self.cwd = Path(cwd) if cwd is not None else Path(__file__).resolve().parents[1]
+        self.cwd = Path(cwd) if cwd is not None else None
         self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"  # the READY line must not sit in a pipe buffer
         self.proc: subprocess.Popen[str] | None = None

@@ -1,0 +1,158 @@
+"""The model bundle's format (docs/bundle.md), shared by the exporter and the loader: the
+manifest's fields and their checks, each graph's signature, and the bundle digest.
+
+numpy-free: the loader (onnxruntime) and the exporter (torch, onnx) build on this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+from l3p.core.config import PlannerConfig
+from l3p.core.errors import L3PError
+
+FORMAT = "l3p-bundle"
+FORMAT_VERSION = 1
+GRAPHS = ("actor", "distance", "value", "landmarks")
+MANIFEST = "manifest.json"
+
+
+class BundleError(L3PError):
+    """The bundle cannot be served; the message says which file and why."""
+
+
+def graph_file(name: str) -> str:
+    """The file name the exporter gives graph `name` (the manifest records it)."""
+    return f"{name}.onnx"
+
+
+def graph_signatures(dims: dict) -> dict[str, tuple[list[tuple[str, int]], list[tuple[str, int | None]]]]:
+    """Per graph: (input name, width) and (output name, width, or None for a [B] vector)."""
+    obs, goal, action = dims["obs"], dims["goal"], dims["action"]
+    return {
+        "actor": ([("obs", obs), ("goal", goal)], [("action", action)]),
+        "distance": ([("obs", obs), ("goal", goal)], [("distance", None), ("action", action)]),
+        "value": ([("goal_a", goal), ("goal_b", goal)], [("value", None)]),
+        "landmarks": ([], [("landmarks", goal)]),
+    }
+
+
+def shape_matches(shape: list, want: list) -> bool:
+    """ONNX shapes hold ints, symbolic names (str) or None (unknown); 'B' wants a symbolic axis."""
+    if len(shape) != len(want):
+        return False
+    for have, need in zip(shape, want):
+        if need == "B":
+            if isinstance(have, int):  # a fixed batch size cannot take N + 1 candidates
+                return False
+        elif isinstance(have, int) and have != need:
+            return False
+    return True
+
+
+def bundle_digest(manifest: dict) -> str:
+    """sha256 of the manifest as canonical JSON (sorted keys, no spaces). The manifest holds each
+    file's sha256, so the digest pins the graphs and everything served with them (dims, action
+    bounds, planner defaults, provenance); `l3p serve --bundle-sha256` checks it."""
+    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_manifest(path: Path) -> dict:
+    """The bundle directory's manifest, its fields checked; BundleError names the first problem."""
+    path = Path(path)
+    if not path.is_dir():
+        raise BundleError(f"bundle {path}: not a directory")
+    file = path / MANIFEST
+    try:
+        manifest = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise BundleError(f"bundle {path}: {MANIFEST} is missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"{file}: not readable JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{file}: expected a JSON object")
+
+    def bad(field: str, expected: str) -> BundleError:
+        value = manifest
+        for key in field.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        return BundleError(f"{file}: '{field}' is {value!r}, expected {expected}")
+
+    if manifest.get("format") != FORMAT:
+        raise bad("format", repr(FORMAT))
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise bad("format_version", f"{FORMAT_VERSION} (the version this server reads)")
+    if not isinstance(manifest.get("env_id"), str) or not manifest["env_id"]:
+        raise bad("env_id", "a non-empty string")
+    if not isinstance(manifest.get("dims"), dict):
+        raise bad("dims", 'an object {"obs", "goal", "action"}')
+    for key in ("obs", "goal", "action"):
+        if not _is_positive_int(manifest["dims"].get(key)):
+            raise bad(f"dims.{key}", "a positive integer")
+    for key in ("action_low", "action_high"):
+        bounds = manifest.get(key)
+        if (
+            not isinstance(bounds, list)
+            or len(bounds) != manifest["dims"]["action"]
+            or not all(_is_finite_number(b) for b in bounds)
+        ):
+            raise bad(key, f"a list of {manifest['dims']['action']} finite numbers (dims.action)")
+    if not _is_finite_number(manifest.get("gamma")) or not 0 < manifest["gamma"] < 1:
+        raise bad("gamma", "a number in (0, 1)")
+    if not _is_positive_int(manifest.get("n_landmarks")):
+        raise bad("n_landmarks", "a positive integer")
+    if not isinstance(manifest.get("planner"), dict):
+        raise bad("planner", "an object of planner defaults")
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise bad("files", f"an object with entries {', '.join(GRAPHS)}")
+    for name in GRAPHS:
+        entry = files.get(name)
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("sha256"), str)
+        ):
+            raise bad(f"files.{name}", '{"path": ..., "sha256": ...}')
+    return manifest
+
+
+def planner_defaults(manifest: dict) -> PlannerConfig:
+    """The manifest's served planner defaults, validated."""
+    try:
+        config = PlannerConfig(**manifest["planner"])
+        config.validate()
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"{MANIFEST}: 'planner' is invalid: {exc}") from None
+    return config
+
+
+def read_graph(root: Path, entry: dict) -> bytes:
+    """A graph file's bytes, inside the bundle and matching its manifest sha256."""
+    file = (root / entry["path"]).resolve()
+    if root.resolve() not in file.parents:
+        raise BundleError(f"{MANIFEST}: file path {entry['path']!r} leaves the bundle directory")
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise BundleError(f"bundle {root}: {entry['path']} is missing") from None
+    except OSError as exc:
+        raise BundleError(f"bundle {root}: cannot read {entry['path']} ({exc.strerror})") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != entry["sha256"]:
+        raise BundleError(
+            f"{entry['path']}: sha256 {digest} does not match {MANIFEST} ({entry['sha256']})"
+        )
+    return data
+
+
+def _is_positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _is_finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

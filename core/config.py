@@ -1,0 +1,63 @@
+"""The planner's settings: one frozen dataclass, validated against the option specs of
+`l3p.core.names` (the bundle's defaults, a training run's planner, an episode's overrides)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from l3p.core.names import MIN_TEMPERATURE, OPTIONS
+
+# prune_failed thresholds, in steps of the distance network (see PlannerConfig).
+PRUNE_AT_STEPS = 1.0
+PRUNE_MIN_STEPS = 3.0
+PRUNE_PROGRESS = 0.5
+
+
+def check_temperature(temperature: float) -> None:
+    OPTIONS["temperature"].check(temperature)
+    if temperature < MIN_TEMPERATURE:
+        raise ValueError(
+            f"temperature must be >= {MIN_TEMPERATURE:g} (smaller values underflow the soft "
+            f"search; search=hard is its exact limit), got {temperature!r}"
+        )
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    mode: str = "l3p"
+    d_max: float = 15.0  # edges / local distances longer than this are cut
+    temperature: float = 1.1  # beta of the soft search and of subgoal sampling
+    search: str = "soft"
+    search_iterations: int = 20
+    local_horizon: float = 10.0  # goal within this many steps (by D): go straight for it
+    counter_extra: int = 1  # added to the counter at each re-plan (reference code)
+    sample_subgoal: bool = False  # sample from softmax(-d/temperature) instead of argmin
+    adaptive_cut: bool = True  # a node keeps its nearest incoming edge even beyond d_max
+    # Extension beyond Algorithm 1 (mode l3p). Algorithm 1 forgets a failed subgoal after one
+    # re-plan: a learned distance that is too short (an edge through a wall) makes the agent
+    # alternate between that subgoal and another, and two landmarks at one spot make it
+    # alternate between them. With prune_failed: (a) a landmark the state is already at
+    # (D < PRUNE_AT_STEPS) is not a candidate; (b) a landmark subgoal whose counter ran out
+    # with D(state, subgoal) still > max(PRUNE_MIN_STEPS, PRUNE_PROGRESS * D at its pick) is
+    # pruned for the rest of the episode: its incoming edges are removed, d_cg is solved
+    # again (one search), and it is never picked again.
+    prune_failed: bool = False
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field and its allowed range."""
+        for field in dataclasses.fields(self):
+            OPTIONS[field.name].check(getattr(self, field.name))
+        check_temperature(self.temperature)
+
+    def replace(self, **overrides: object) -> "PlannerConfig":
+        """A validated copy with `overrides` applied (unknown names raise TypeError)."""
+        config = dataclasses.replace(self, **overrides)
+        config.validate()
+        return config
+
+    @property
+    def counter_cap(self) -> int:
+        """Upper bound of the re-plan counter: ceil(d_max)."""
+        return math.ceil(self.d_max)

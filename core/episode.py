@@ -1,0 +1,280 @@
+"""The per-episode state machine of Algorithm 1, over a landmark graph.
+
+Pure numpy, shared by the torch trainer and the onnxruntime server (they pass in their
+own callables). Paper: "World Model as a Graph: Learning Latent Landmarks for Planning"
+(Zhang et al., ICML 2021); API: docs/planner_api.md.
+
+Distances are positive step counts and ``np.inf`` means "no edge / unreachable".
+Graph nodes are the N landmarks (0..N-1) followed by the episode goal (index N);
+subgoal index -1 means "the final goal".
+
+1. Graph (once per episode): edge i -> j weighs V(l_i, node_j), clamped at >= 0. Nothing
+   leaves the goal. Edges longer than ``d_max`` are cut; with ``adaptive_cut`` each node
+   keeps its single nearest incoming edge so the graph stays connected.
+2. Search (once per episode): all-pairs shortest paths, one of `SEARCHES`:
+   ``hard`` exact Floyd-Warshall; ``expectation`` the paper's soft update (softmin-weighted
+   mean of path lengths, diagonal pinned at 0), which charges paths through near-tie
+   alternatives more than their shortest member; ``soft`` that update with a monotone guard
+   ``min(w, E)`` (within a few steps of ``hard``). See `shortest_paths_soft`.
+   The goal column gives d_cg, every node's distance to the goal.
+3. Online (Algorithm 1, every observation): while the counter is >= 1, count down and keep
+   the subgoal. Otherwise re-plan: one batched distance_fn call gives d_sc (state ->
+   candidate) for every landmark and the goal; pick argmin of d_sc + d_cg (or sample from
+   softmax(-(d_sc + d_cg) / temperature)) excluding cut candidates (d_sc > d_max; the goal
+   too, as in the reference code, unless no landmark is left: then the goal is pursued
+   directly) and the subgoal being replaced, then commit for
+   ``counter = min(round(d_sc[pick]) + counter_extra, ceil(d_max))`` steps (0 when
+   nothing is reachable and the goal is pursued with a non-finite estimate).
+   With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
+   also remembers subgoals it failed to reach and removes them from its graph.
+   Mode ``naive`` re-plans every step (no counter, no exclusion) and keeps the same
+   local-horizon shortcut, so l3p vs naive measures the counter and the exclusion alone
+   (``local_horizon=0`` turns the shortcut off in both); mode ``policy`` skips planning:
+   action = pi(obs, goal).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from l3p.core.config import PRUNE_AT_STEPS, PRUNE_MIN_STEPS, PRUNE_PROGRESS, PlannerConfig
+from l3p.core.landmarks import LandmarkGraph
+from l3p.core.names import GOAL
+from l3p.core.search import ValueFn, as_nodes, solve_to_goal, distances_to_goal, pairwise_graph
+
+DistanceFn = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""(obs [K, obs_dim], goals [K, goal_dim]) -> (D(s, pi(s,g), g) [K], pi(s,g) [K, action_dim])"""
+PolicyFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""(obs [K, obs_dim], goals [K, goal_dim]) -> actions [K, action_dim]"""
+
+
+@dataclass
+class StepResult:
+    action: np.ndarray  # [action_dim]
+    subgoal: np.ndarray  # [goal_dim] the goal pursued this step (read-only)
+    subgoal_index: int  # landmark index, or -1 for the final goal
+    replanned: bool  # this step ran the re-plan of Algorithm 1
+    counter: int  # steps left before the next re-plan
+    estimated_distance: float  # D(obs, subgoal) in steps on re-plan steps, else 0.0
+
+
+POLICY, DISTANCE = "policy", "distance"
+
+
+@dataclass(frozen=True)
+class Inference:
+    """The one network call a step needs (`EpisodePlanner.prepare`): `fn` is POLICY
+    (policy_fn, output actions [K, action_dim]) or DISTANCE (distance_fn, output
+    (distances [K], actions [K, action_dim])), on `obs` [K, obs_dim] and `goals` [K, goal_dim],
+    float32 arrays owned by the planner (read them before the next prepare)."""
+
+    fn: str
+    obs: np.ndarray
+    goals: np.ndarray
+
+
+class EpisodePlanner:
+    """Per-episode planning state (Algorithm 1). Not thread-safe: one per session.
+
+    The graph is solved once here; `step` then costs one batched distance_fn call on
+    re-plan steps and one batch-1 policy_fn call otherwise. Callables receive float32
+    C-contiguous arrays owned by the planner and must not keep references to them.
+    A server batching many episodes' calls splits `step` into `prepare` (what to compute)
+    and `complete` (the network's output in, the step's result out).
+
+    `landmarks` is an [N, goal_dim] array, or a `LandmarkGraph` that already holds the
+    landmark-landmark part of the solve (a server's landmarks are the same for every episode;
+    training's are not: it adds temporary ones per episode). With a LandmarkGraph, `d_cg` may
+    pass this goal's row of `LandmarkGraph.distances_to_goals` (episodes started together).
+    """
+
+    def __init__(
+        self,
+        landmarks: "np.ndarray | LandmarkGraph",
+        goal: np.ndarray,
+        value_fn: ValueFn,
+        config: PlannerConfig,
+        seed: int | None = None,
+        *,
+        d_cg: np.ndarray | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        graph = landmarks if isinstance(landmarks, LandmarkGraph) else None
+        self._nodes = as_nodes(graph.landmarks if graph else landmarks, goal)
+        self._nodes.flags.writeable = False  # subgoals are returned as views of it
+        self._n = self._nodes.shape[0] - 1
+        if d_cg is not None:  # solved already, with other episodes' goals
+            if graph is None or np.shape(d_cg) != (self._n + 1,):
+                raise ValueError("d_cg [N+1] comes with a LandmarkGraph (distances_to_goals)")
+            self._d_cg = np.array(d_cg, dtype=np.float64)
+        elif graph is not None:
+            self._d_cg = graph.distances_to_goal(self._nodes[-1], value_fn, config)
+        else:
+            self._d_cg = distances_to_goal(self._nodes[:-1], self._nodes[-1], value_fn, config)
+        self._d_cg.flags.writeable = False
+        self.landmark_to_goal: np.ndarray = self._d_cg[:-1]  # [N], inf where unreachable (at start)
+        self._value_fn = value_fn  # kept for prune_failed's re-solve
+        self._graph = graph
+        self._seed = seed
+        self._rng: np.random.Generator | None = None  # made on first use (sample_subgoal)
+        self.step_count: int = 0
+        self.replans: int = 0
+        self._counter = 0
+        self._subgoal = GOAL  # the goal until the first re-plan picks something else
+        self._subgoal_d = 0.0  # D(state, subgoal) when it was picked
+        self._pruned = np.zeros(self._n, bool)  # prune_failed: landmarks removed this episode
+        self._w: np.ndarray | None = None  # prune_failed: this episode's graph, made on first prune
+        self._pending: tuple[int, int] | None = None  # prepared: (index, counter) or re-plan
+        self._prepared = False
+        self._obs = np.empty((0, 0), np.float32)  # [N+1, obs_dim] batch, sized on first step
+        self._d_sc = np.empty(self._n + 1)  # scratch: state -> candidate distances
+        self._total = np.empty(self._n + 1)  # scratch: d_sc + d_cg
+
+    @property
+    def n_landmarks(self) -> int:
+        return self._n
+
+    @property
+    def pruned(self) -> int:
+        """Landmarks pruned so far this episode (prune_failed)."""
+        return int(self._pruned.sum())
+
+    def step(self, obs: np.ndarray, distance_fn: DistanceFn, policy_fn: PolicyFn) -> StepResult:
+        """One observation [obs_dim] in, one action out."""
+        need = self.prepare(obs)
+        return self.complete((distance_fn if need.fn == DISTANCE else policy_fn)(need.obs, need.goals))
+
+    def prepare(self, obs: np.ndarray) -> Inference:
+        """First half of `step`: the network call this observation needs. Changes no episode
+        state, so a step whose call fails can be prepared again (retried)."""
+        self._load_obs(obs)
+        mode = self.config.mode
+        if mode == "policy":
+            self._pending = (GOAL, 0)
+        elif mode == "l3p" and self._counter >= 1:
+            self._pending = (self._subgoal, self._counter - 1)
+        else:
+            self._pending = None
+        self._prepared = True
+        if self._pending is None:
+            self._obs[1:] = self._obs[0]
+            return Inference(DISTANCE, self._obs, self._nodes)
+        row = self._row(self._pending[0])
+        return Inference(POLICY, self._obs[:1], self._nodes[row : row + 1])
+
+    def complete(self, output) -> StepResult:
+        """Second half of `step`: the output of the call `prepare` asked for -> the result."""
+        if not self._prepared:
+            raise RuntimeError("complete() needs a prepare() first")
+        if self._pending is None:
+            result = self._replan(output)
+        else:
+            index, counter = self._pending
+            actions = np.asarray(output)
+            if actions.ndim != 2 or actions.shape[0] != 1:
+                raise ValueError(f"policy_fn must return [1, action_dim], got shape {actions.shape}")
+            result = StepResult(actions[0], self._nodes[self._row(index)], index, False, counter, 0.0)
+            if self.config.mode == "l3p":
+                self._counter = counter
+        self._prepared = False
+        self.step_count += 1
+        return result
+
+    # -- internals
+
+    def _load_obs(self, obs: np.ndarray) -> None:
+        obs = np.asarray(obs)
+        if obs.ndim != 1 or obs.size == 0:
+            raise ValueError(f"obs must be a non-empty 1-d array, got shape {obs.shape}")
+        if self._obs.shape[1] != obs.size:
+            if self._obs.shape[1] > 0:
+                raise ValueError(f"obs has {obs.size} dims, earlier steps had {self._obs.shape[1]}")
+            self._obs = np.empty((self._n + 1, obs.size), np.float32)  # first step
+        self._obs[0] = obs  # the other rows are filled only when re-planning needs them
+
+    def _row(self, index: int) -> int:
+        return self._n if index == GOAL else index
+
+    def _replan(self, output) -> StepResult:
+        cfg, n = self.config, self._n
+        raw_d, actions = output
+        raw_d, actions = np.asarray(raw_d), np.asarray(actions)
+        if raw_d.size != n + 1 or actions.ndim != 2 or actions.shape[0] != n + 1:
+            raise ValueError(
+                f"distance_fn must return ([{n + 1}], [{n + 1}, action_dim]), "
+                f"got {raw_d.shape} and {actions.shape}"
+            )
+        d_sc = self._d_sc
+        np.copyto(d_sc, raw_d.reshape(-1))
+        # NaN would win argmin and negative steps mean nothing: treat as unreachable / 0.
+        np.copyto(d_sc, np.inf, where=np.isnan(d_sc))
+        np.maximum(d_sc, 0.0, out=d_sc)
+        l3p = cfg.mode == "l3p"
+
+        if d_sc[n] <= cfg.local_horizon:
+            row = n  # the goal is close: go straight for it
+        else:
+            prune = l3p and cfg.prune_failed
+            if prune and self._subgoal != GOAL and self._failed(d_sc[self._subgoal]):
+                self._prune(self._subgoal)
+            total = np.add(d_sc, self._d_cg, out=self._total)
+            excluded = d_sc[:n] > cfg.d_max  # unreliable local D
+            if l3p and self._subgoal != GOAL:
+                excluded[self._subgoal] = True  # never re-pick the subgoal being replaced
+            if prune:
+                excluded |= self._pruned
+                excluded |= d_sc[:n] < PRUNE_AT_STEPS  # already there
+            np.copyto(total[:n], np.inf, where=excluded)
+            if d_sc[n] > cfg.d_max and np.isfinite(total[:n]).any():
+                total[n] = np.inf  # a far goal is cut like a landmark while one is usable
+            row = self._choose(total)
+
+        self.replans += 1
+        index = GOAL if row == n else row
+        d_pick = float(d_sc[row])
+        if l3p:
+            # "How many steps it thinks it needs", capped so a bad estimate cannot lock the
+            # agent on one node; a non-finite estimate (fallback to the goal) commits to nothing.
+            steps = round(d_pick) + cfg.counter_extra if math.isfinite(d_pick) else 0
+            self._counter = min(steps, cfg.counter_cap)
+            self._subgoal = index
+            self._subgoal_d = d_pick
+        return StepResult(actions[row], self._nodes[row], index, True, self._counter, d_pick)
+
+    def _failed(self, d_now: float) -> bool:
+        """prune_failed: the subgoal being replaced was not reached (its counter ran out)."""
+        return d_now > max(PRUNE_MIN_STEPS, PRUNE_PROGRESS * self._subgoal_d)
+
+    def _prune(self, landmark: int) -> None:
+        """Remove the landmark's incoming edges for this episode and solve d_cg again."""
+        if self._w is None:  # the episode's edges, on the first prune only
+            landmarks, goal, cfg = self._nodes[:-1], self._nodes[-1], self.config
+            if self._graph is not None:  # N value calls; the landmark block is cached
+                self._w = self._graph.episode_weights(goal, self._value_fn, cfg)
+            else:  # N x (N+1) value calls
+                self._w = pairwise_graph(landmarks, goal, self._value_fn, cfg.d_max, cfg.adaptive_cut)
+        self._pruned[landmark] = True
+        self._w[:, landmark] = np.inf
+        self._w[landmark, landmark] = 0.0
+        self._d_cg = solve_to_goal(self._w, self.config)
+        self._d_cg.flags.writeable = False
+
+    def _choose(self, total: np.ndarray) -> int:
+        """Row of the pick: argmin, or a softmax(-total / temperature) sample; goal if all inf."""
+        best = int(np.argmin(total))
+        if not math.isfinite(total[best]):
+            return self._n  # nothing reachable: pursue the goal directly
+        if not self.config.sample_subgoal:
+            return best
+        # Inverse-CDF sampling; inf entries get weight exp(-inf) = 0 and are never drawn.
+        weights = np.exp((total[best] - total) / self.config.temperature)
+        cdf = np.cumsum(weights)
+        if self._rng is None:
+            self._rng = np.random.default_rng(self._seed)
+        row = int(np.searchsorted(cdf, self._rng.random() * cdf[-1], side="right"))
+        return row if row < total.size and weights[row] > 0 else best

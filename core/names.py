@@ -1,0 +1,157 @@
+"""The planner's names, declared once: modes, searches, and every planner option with its type
+and range. `PlannerConfig` validates with these specs; the proto mapping, the server, the client,
+the runner's ``MODE[@key=value...]`` variants and the command-line help all read them here.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+MODES = ("l3p", "naive", "policy")
+SEARCHES = ("soft", "hard", "expectation")
+
+GOAL = -1  # subgoal index of the final goal
+
+# Below this the soft search's exponents -d / temperature overflow (at 5e-324, 1 / temperature
+# is inf and 0 * inf is NaN: pairs turned unreachable). The soft search is already min-plus
+# (exact) well above it; search="hard" is its limit.
+MIN_TEMPERATURE = 1e-6
+
+
+def is_real(x: object) -> bool:
+    # The exact types first: the ABC checks cost microseconds on every episode start.
+    return type(x) is float or type(x) is int or (isinstance(x, numbers.Real) and not isinstance(x, bool))
+
+
+def is_int(x: object) -> bool:
+    return type(x) is int or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
+
+
+def is_bool(x: object) -> bool:
+    return type(x) is bool or type(x).__name__ == "bool_"  # numpy's bool without importing numpy
+
+
+def _parse_bool(text: str) -> bool:
+    try:
+        return {"true": True, "false": False}[text.lower()]
+    except KeyError:
+        raise ValueError(f"expected true or false, got {text!r}") from None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One planner option: its value kind, allowed range, help, and whether a client may set it
+    per episode (`EpisodeOptions` in the proto) or only the bundle (`l3p export --planner`)."""
+
+    name: str
+    kind: str  # "choice", "number", "int" or "bool"
+    help: str
+    choices: tuple[str, ...] = ()
+    low: float = 0.0  # number: > low (or >= low with low_inclusive); int: >= low
+    low_inclusive: bool = False
+    high: int | None = None  # int: <= high
+    per_episode: bool = True
+
+    def check(self, value: Any) -> None:
+        """Raise ValueError naming the option, its allowed range and the value."""
+        if self.kind == "choice":
+            ok = value in self.choices
+        elif self.kind == "number":
+            ok = is_real(value) and math.isfinite(value) and (value >= self.low if self.low_inclusive
+                                                                 else value > self.low)
+        elif self.kind == "int":
+            ok = is_int(value) and value >= self.low and (self.high is None or value <= self.high)
+        else:
+            ok = is_bool(value)
+        if not ok:
+            raise ValueError(f"{self.name} must be {self.expected}, got {value!r}")
+
+    @property
+    def expected(self) -> str:
+        if self.kind == "choice":
+            return f"one of {self.choices}"
+        if self.kind == "number":
+            return f"a finite number {'>=' if self.low_inclusive else '>'} {self.low:g}"
+        if self.kind == "int":
+            return (f"an integer in [{self.low:g}, {self.high}]" if self.high is not None
+                    else f"an integer >= {self.low:g}")
+        return "a bool"
+
+    def parse(self, text: str) -> Any:
+        """The value written as text (``--planner KEY=VALUE``, ``MODE@KEY=VALUE``), checked."""
+        text = text.strip()
+        if self.kind == "number":
+            value: Any = float(text)
+        elif self.kind == "int":
+            value = int(text)
+        elif self.kind == "bool":
+            value = _parse_bool(text)
+        else:
+            value = text
+        self.check(value)
+        return value
+
+
+# In PlannerConfig's field order (core/config.py builds its defaults beside these).
+OPTIONS: dict[str, Option] = {o.name: o for o in (
+    Option("mode", "choice", "l3p: Algorithm 1 (counter + exclusion); naive: re-plan every step; "
+           "policy: pi(obs, goal), no graph", choices=MODES),
+    Option("d_max", "number", "edges and local distances longer than this are cut (steps)"),
+    Option("temperature", "number", "beta of the soft search and of subgoal sampling "
+           f"(>= {MIN_TEMPERATURE:g}; search=hard is the exact limit)"),
+    Option("search", "choice", "soft: guarded soft update; hard: exact Floyd-Warshall; "
+           "expectation: the paper's update as written", choices=SEARCHES),
+    Option("search_iterations", "int", "iterations of the soft search", low=1, high=1000, per_episode=False),
+    Option("local_horizon", "number", "the goal within this many steps (by D): go straight for it",
+           low_inclusive=True),
+    Option("counter_extra", "int", "added to the counter at each re-plan", per_episode=False),
+    Option("sample_subgoal", "bool", "sample the subgoal from softmax(-d / temperature) instead of argmin"),
+    Option("adaptive_cut", "bool", "a node keeps its nearest incoming edge even beyond d_max", per_episode=False),
+    Option("prune_failed", "bool", "l3p: prune subgoals not reached within their counter (an extension)"),
+)}
+EPISODE_OPTIONS = tuple(name for name, o in OPTIONS.items() if o.per_episode and name != "mode")
+"""The overrides a client may send with an episode beside its mode (and seed)."""
+
+
+def parse_option(pair: str, allowed: tuple[str, ...] = tuple(OPTIONS)) -> tuple[str, Any]:
+    """``KEY=VALUE`` -> (key, checked value); ValueError names the allowed keys or the range."""
+    key, sep, text = pair.partition("=")
+    key = key.strip()
+    if not sep or key not in allowed:
+        raise ValueError(f"expected KEY=VALUE with KEY in {', '.join(allowed)}; got {pair!r}")
+    try:
+        return key, OPTIONS[key].parse(text)
+    except ValueError as exc:
+        raise ValueError(f"bad value for {key}: {text!r} ({exc})") from None
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    """A planner variant, ``MODE[@key=value...]`` (e.g. ``l3p@search=hard``), -> (mode, overrides)."""
+    mode, *pairs = text.strip().split("@")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r} in {text!r}")
+    overrides = {}
+    for pair in pairs:
+        try:
+            key, value = parse_option(pair, EPISODE_OPTIONS)
+        except ValueError as exc:
+            raise ValueError(f"{exc} in {text!r}") from None
+        overrides[key] = value
+    return mode, overrides
+
+
+VARIANT_HELP = (f"planner mode ({', '.join(MODES)}) with optional per-episode overrides, "
+                f"MODE[@KEY=VALUE...], KEY in {', '.join(EPISODE_OPTIONS)}; e.g. l3p@search=hard")
+
+
+def variant_arg(text: str) -> str:
+    """An argparse ``type=`` for a planner variant: the text, checked (the message says why not)."""
+    import argparse
+
+    try:
+        parse_variant(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text.strip()
