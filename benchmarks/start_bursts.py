@@ -7,10 +7,10 @@ only a side-by-side run tells them apart.
 
     git worktree add /tmp/base <commit>
     python benchmarks/start_bursts.py --bundle models/FetchPush-v4 --against /tmp/base \\
-        --server-args "--processes 2"          # or: l3p bench starts ...
+        --server-args "--processes 2"
 
 Per server: StartEpisode latency under bursts of `--concurrent` callers (one channel each, each
-then ending its episode), the idle single-start p50 and the ratio of the two (issue 9's target:
+then ending its episode), the idle single-start p50 and the ratio of the two (the serving target:
 p99 <= 10x the idle p50); and the asyncio echo answering the same bursts (the transport floor).
 Servers start with no thread variables in their environment, like a user's shell.
 """
@@ -20,32 +20,39 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import sys
+import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run as a script from a checkout
+import grpc
+import numpy as np
 
-import grpc  # noqa: E402
-import numpy as np  # noqa: E402
+from echo import EchoProcess, concurrent_echo_starts
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.serving.bundle import load_bundle
+from workloads import REPO, concurrent_starts, make_episodes, message_sizes, planner_server, summarize, time_unary
 
-from benchmarks.serve_latency import (  # noqa: E402
-    EchoProcess,
-    concurrent_echo_starts,
-    concurrent_starts,
-    make_episodes,
-    message_sizes,
-    planner_server,
-    summarize,
-    time_unary,
-)
-from l3p.protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
-from l3p.serving.bundle import load_bundle  # noqa: E402
+SUBPACKAGES = ("core", "protos", "sim", "training", "serving", "clients")
+
+
+def checkout_server(checkout: Path, scratch: Path) -> tuple[str, Path]:
+    """(server module, sys.path entry) running `checkout`'s own code: its folders assembled into
+    an `l3p` package (the namespaced layout), or the checkout itself (top-level `serving`)."""
+    if not (checkout / "core").is_dir():
+        return "serving.server", checkout
+    tree = Path(tempfile.mkdtemp(dir=scratch))
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(checkout / "l3p", tree / "l3p", ignore=skip)
+    for name in SUBPACKAGES:
+        shutil.copytree(checkout / name, tree / "l3p" / name, ignore=skip)
+    module = "l3p.serving" if (checkout / "serving" / "__main__.py").is_file() else "l3p.serving.server"
+    return module, tree
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="l3p bench starts", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/start_bursts.py", description=__doc__.split("\n")[0])
     parser.add_argument("--bundle", type=Path, default=REPO / "models" / "FetchPush-v4",
                         help="bundle to serve (default: models/FetchPush-v4)")
     parser.add_argument("--against", type=Path, action="append", default=[], metavar="CHECKOUT",
@@ -63,15 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     bundle = load_bundle(args.bundle)
     episodes = make_episodes(bundle, 40, 2)
-    variants = [("this checkout", REPO, [])]
-    variants += [(str(checkout), checkout, []) for checkout in args.against]
-    variants += [(f"this checkout, {extra}", REPO, shlex.split(extra)) for extra in args.server_args]
+    scratch = Path(tempfile.mkdtemp())
+    variants = [("this checkout", None, [])]
+    variants += [(str(checkout), checkout_server(checkout.resolve(), scratch), []) for checkout in args.against]
+    variants += [(f"this checkout, {extra}", None, shlex.split(extra)) for extra in args.server_args]
     bursts = {name: [] for name, _, _ in variants}
     idle = {name: [] for name, _, _ in variants}
     echo: list[float] = []
     with ExitStack() as stack:
-        servers = [stack.enter_context(planner_server(args.bundle, *extra, checkout=checkout))
-                   for _, checkout, extra in variants]
+        stack.callback(shutil.rmtree, scratch, ignore_errors=True)
+        servers = [stack.enter_context(planner_server(args.bundle, *extra, code=code))
+                   for _, code, extra in variants]
         with grpc.insecure_channel(servers[0].target) as channel:
             sizes = message_sizes(pb_grpc.PlannerStub(channel), episodes[0])
         process = stack.enter_context(EchoProcess(sizes, "asyncio"))

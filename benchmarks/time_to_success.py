@@ -28,19 +28,16 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import torch
 
-import torch  # noqa: E402
-
-from l3p.cli import _parse_overrides  # noqa: E402
-from l3p.training.config import TrainConfig, preset  # noqa: E402
-from l3p.training.trainer import Trainer  # noqa: E402
+from l3p.core.overrides import parse_overrides
+from l3p.training.config import TrainConfig, preset
+from l3p.training.trainer import Trainer
 
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95)
 # The previous trainer's curves: the progress.csv of the bundle it shipped (FetchPush-v4: 960 k env
 # steps, 132 min, one process and one learner thread, planning on half the episodes after 2 000).
-REFERENCE_DIR = ROOT / "benchmarks" / "reference"
+REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
 MODES = ("policy", "l3p")
 # Throughput settings, previous trainer first: (label, TrainConfig overrides).
 SETTINGS = {
@@ -228,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict:
         cfg = TrainConfig.from_dict(json.loads((args.from_run / "config.json").read_text()))
     else:
         cfg = preset(args.env).replace(**(QUICK if args.quick else {}))
-        cfg = TrainConfig.from_dict({**cfg.to_dict(), **_parse_overrides(args.set),
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), **parse_overrides(args.set, "--set"),
                                      "eval_every_cycles": args.eval_every, "eval_episodes": args.eval_episodes,
                                      **({"total_env_steps": args.steps} if args.steps else {})})
     torch.set_num_threads(cfg.torch_threads)

@@ -12,19 +12,16 @@ import argparse
 import csv
 import json
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from l3p.training.config import preset  # noqa: E402
-from l3p.sim.envs import VecGoalEnv  # noqa: E402
-from l3p.training.trainer import Trainer  # noqa: E402
+from l3p.sim.envs import VecGoalEnv
+from l3p.training.config import preset
+from l3p.training.trainer import Trainer
 
 
 def bare_env_rate(env_id: str, n_envs: int, steps: int) -> float:

@@ -5,7 +5,7 @@
 ``l3p eval --server HOST:PORT --pairs far --episodes 100 --seed 2000000000
 --modes l3p,l3p@search=hard,naive,policy``   (a maze: fixed far start/goal pairs)
 
-Every mode (a variant ``MODE[@key=value...]``, see clients/runner.py) replays episodes
+Every mode (a variant ``MODE[@key=value...]``, see ``l3p.clients.runner``) replays episodes
 ``seed + i`` (same initial states, goals, maze pairs and planner seeds). The table and the JSON
 report, per variant: success rate with a Wilson 95% interval, mean final distance to the goal,
 re-plans per episode and per-step latency p50/p99.
@@ -29,12 +29,13 @@ from l3p.clients.runner import (
     RunResult,
     add_connection_arguments,
     check_env,
-    close_env,
     connect,
-    make_env,
+    open_env,
     run_episodes,
 )
 from l3p.core.names import parse_variant
+from l3p.sim.envs import UnknownEnvError
+from l3p.sim.render import close_env
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
 
@@ -102,7 +103,7 @@ def evaluate(
     pairs: str = "random",
 ) -> dict[str, Any]:
     """Run every mode over the same episodes; the JSON-ready report."""
-    env = make_env(env_id)
+    env = open_env(env_id)
     try:
         warnings = check_env(info, env_id, env, force=force_env)
         for w in warnings:
@@ -214,7 +215,7 @@ def run_eval(args: argparse.Namespace) -> int:
         report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes,
                           seed=args.seed, stream=args.stream, force_env=args.force_env,
                           progress=not args.no_progress, pairs=args.pairs)
-    except EnvMismatchError as err:
+    except (EnvMismatchError, UnknownEnvError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except PlannerError as err:

@@ -1,44 +1,37 @@
-"""Drive gymnasium-robotics goal envs (Fetch, PointMaze, AntMaze) through the planner server.
+"""Drive goal envs (Fetch, mazes, your own ``module:EnvClass``) through the planner server.
 
 ``l3p run --server HOST:PORT --env FetchPush-v4 --episodes 5 --seed 0 --video push.mp4``
 ``l3p run --server HOST:PORT --episodes 5 --pairs far --seed 2000000000``   (a served maze model)
 
-Episode ``i`` resets the env with seed ``seed + i`` and starts the planner session with the
-same seed, so a run is reproducible and ``l3p eval`` can replay the same episodes under every
-planner mode. With ``--pairs far`` (mazes) episode ``i`` is also pinned to the i-th pair of a
-fixed list of start/goal cells >= 10 cells apart, drawn from ``seed`` (clients/mazes.py).
-Success is the env's own flag at the last step (``is_success`` for Fetch, ``success`` for the
-mazes). Latency is the client-side round trip of each Act (or stream message).
+The env is built by ``l3p.sim.envs.make_env``, the one the model was trained with (default: the
+served model's env id). Episode ``i`` resets the env with seed ``seed + i`` and starts the planner
+session with the same seed, so a run is reproducible and ``l3p eval`` can replay the same
+episodes under every planner mode. With ``--pairs far`` (mazes) episode ``i`` is also pinned to
+the i-th pair of a fixed list of start/goal cells >= 10 cells apart, drawn from ``seed``
+(``l3p.sim.mazes``). Success is the env's own flag at the last step, read as the env declares
+it (``l3p.sim.envs.GoalEnvAdapter``). Latency is the client-side round trip of each Act (or
+stream message).
 
 A planner variant is a mode with optional per-episode overrides, ``MODE[@key=value...]``,
-e.g. ``l3p@search=hard`` or ``naive@local_horizon=0`` (keys: search, d_max, temperature,
-local_horizon, sample_subgoal, prune_failed).
+e.g. ``l3p@search=hard`` or ``naive@local_horizon=0``.
 
 Episodes resume when their server is lost (the client library's ``resume=True``: a new
 session with the same goal and options, one re-plan); each episode is still counted once, and
-its resumes are reported.
-
-The video shows the planner's current subgoal as a marker drawn into the MuJoCo scene: a blue
-sphere on a landmark subgoal, a translucent green sphere around the final goal when the
-planner pursues it directly (the env draws the goal itself as its small red target site).
+its resumes are reported. ``--video`` records every episode with the planner's subgoal marked
+(``l3p.sim.render``).
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes.util
 import dataclasses
-import gc
 import importlib.util
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from l3p.core.names import VARIANT_HELP, parse_variant, variant_arg
-from l3p.sim import mazes
 from l3p.clients.client import (
     ModelInfo,
     PlannerClient,
@@ -46,17 +39,18 @@ from l3p.clients.client import (
     channel_credentials,
     read_token,
 )
+from l3p.core.names import DISTRIBUTION, VARIANT_HELP, parse_variant, variant_arg
 
-# The simulator is imported lazily (it is slow to import), but a missing one should fail at
-# import like any dependency, so `l3p` can say which extra to install.
+# A missing simulator fails at import like any dependency, so `l3p` can say which extra to install.
 for _dep in ("gymnasium", "gymnasium_robotics", "mujoco"):
     if importlib.util.find_spec(_dep) is None:
-        raise ImportError(f"clients.runner needs {_dep}: pip install '.[sim]'", name=_dep)
+        raise ImportError(f"l3p.clients.runner needs {_dep}: pip install '{DISTRIBUTION}[sim]'", name=_dep)
+
+from l3p.sim import mazes  # noqa: E402
+from l3p.sim.envs import UnknownEnvError, goal_adapter, make_env  # noqa: E402
+from l3p.sim.render import VideoRecorder, close_env  # noqa: E402
 
 DEFAULT_SERVER = "127.0.0.1:50051"
-_LANDMARK_RGBA = np.array([0.1, 0.45, 1.0, 0.9])
-_FINAL_GOAL_RGBA = np.array([0.1, 0.9, 0.2, 0.45])
-_TOPLEFT = 0  # mujoco.mjtGridPos.mjGRID_TOPLEFT (kept numeric: mujoco is imported lazily)
 
 
 # --------------------------------------------------------------------------- results
@@ -142,20 +136,7 @@ class RunResult:
         return float(np.mean([e.replans for e in self.episodes])) if self.episodes else float("nan")
 
 
-# --------------------------------------------------------------------------- env + video
-
-
-def ensure_offscreen_gl() -> str | None:
-    """Pick an offscreen OpenGL backend for MuJoCo when none is set and there is no display.
-
-    Must run before the first render (gymnasium reads MUJOCO_GL when it builds its viewer).
-    OSMesa (pure software) works everywhere it is installed; EGL is the fallback.
-    """
-    if "MUJOCO_GL" not in os.environ and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        os.environ["MUJOCO_GL"] = "osmesa" if ctypes.util.find_library("OSMesa") else "egl"
-    if os.environ.get("MUJOCO_GL") in ("osmesa", "egl"):
-        os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
-    return os.environ.get("MUJOCO_GL")
+# --------------------------------------------------------------------------- episodes
 
 
 def episode_plan(env: Any, env_id: str, episodes: int, seed: int, pairs: str = "random",
@@ -168,126 +149,6 @@ def episode_plan(env: Any, env_id: str, episodes: int, seed: int, pairs: str = "
     if not mazes.is_maze(env_id):
         raise EnvMismatchError(f"--pairs {pairs} needs a maze env, not {env_id}")
     return list(zip(seeds, mazes.far_pairs(mazes.maze_map(env), episodes, seed, min_cells)))
-
-
-def make_env(env_id: str, *, render: bool = False, size: int = 480) -> Any:
-    import farama_notifications
-    import gymnasium as gym
-    from threadpoolctl import threadpool_limits
-
-    # The runner shares the machine with the server: one BLAS thread whatever the caller's
-    # environment says (the envs' numpy work is tiny; a pool per process oversubscribes).
-    threadpool_limits(limits=1)
-
-    # gymnasium-robotics prints a notice about Adroit envs (unrelated to ours) on import.
-    farama_notifications.notifications.pop("gymnasium_robotics", None)
-    import gymnasium_robotics
-
-    gym.register_envs(gymnasium_robotics)
-    if not render:
-        return gym.make(env_id)
-    ensure_offscreen_gl()
-    env = gym.make(env_id, render_mode="rgb_array", width=size, height=size)
-    if mazes.is_maze(env_id):
-        # A maze reads best from straight above, whole (the env's default camera is oblique).
-        layout, scaling = mazes.maze_map(env), mazes.maze_scaling(env)
-        _renderer(env).default_cam_config = {"distance": 1.2 * max(layout.shape) * scaling, "elevation": -90.0,
-                                             "azimuth": 90.0, "lookat": [0.0, 0.0, 0.0]}
-    return env
-
-
-def close_env(env: Any) -> None:
-    """Close the env and free its GL context now, not at interpreter exit.
-
-    mujoco's OSMesa context frees itself again in ``__del__``; at interpreter exit its module
-    is already torn down and that prints an ignored AttributeError. Collecting here avoids it.
-    """
-    env.close()
-    renderer = _renderer(env)
-    if renderer is not None:  # drop the viewers (and their GL contexts) while modules live
-        renderer._viewers.clear()
-        renderer.viewer = None
-    gc.collect()
-
-
-def rendering_unavailable(env_id: str = "FetchPush-v4", size: int = 64) -> str | None:
-    """``None`` if an offscreen frame can be rendered here, else why not (for skips)."""
-    try:
-        env = make_env(env_id, render=True, size=size)
-        try:
-            env.reset(seed=0)
-            frame = env.render()
-        finally:
-            close_env(env)
-        if frame is None or frame.shape != (size, size, 3):
-            return f"render returned {None if frame is None else frame.shape}"
-        return None
-    except Exception as err:  # any GL/driver failure means "cannot render here"
-        return f"{type(err).__name__}: {err} (MUJOCO_GL={os.environ.get('MUJOCO_GL')})"
-
-
-def _inner_sim(env: Any) -> Any:
-    """The MuJoCo env doing the work: Fetch envs are it; a maze wraps a point or ant env."""
-    u = env.unwrapped
-    return getattr(u, "point_env", None) or getattr(u, "ant_env", None) or u
-
-
-def _renderer(env: Any) -> Any:
-    return getattr(_inner_sim(env), "mujoco_renderer", None)
-
-
-def _marker_position(env: Any, subgoal: Any) -> np.ndarray:
-    """3-d scene position of a subgoal: Fetch goals are 3-d; a maze's are (x, y) on the floor,
-    drawn at the height of the env's own goal marker."""
-    pos = np.asarray(subgoal, dtype=np.float64)
-    if pos.size == 3:
-        return pos
-    u = env.unwrapped
-    z = float(_inner_sim(env).model.site_pos[u.target_site_id][2]) if hasattr(u, "target_site_id") else 0.0
-    return np.array([pos[0], pos[1], z])
-
-
-class VideoRecorder:
-    """Frames of the env with the current subgoal marked, written as an H.264 mp4."""
-
-    def __init__(self, path: str | os.PathLike[str], fps: int = 25) -> None:
-        import imageio.v2 as imageio
-
-        # imageio-ffmpeg starts ffmpeg with preexec_fn, i.e. a plain fork() of this process; with
-        # a gRPC channel open, gRPC's fork handlers can abort that child before it execs ffmpeg
-        # (a broken pipe here). Without preexec_fn Python spawns it safely (vfork + exec).
-        os.environ.setdefault("IMAGEIO_FFMPEG_NO_PREVENT_SIGINT", "1")
-        self.path = str(path)
-        self._writer = imageio.get_writer(self.path, fps=fps, codec="libx264", macro_block_size=16)
-        self.frames = 0
-
-    def capture(self, env: Any, step: Any | None, caption: str) -> None:
-        """Render one frame; ``step`` (a client Step) places the subgoal marker."""
-        # gymnasium-robotics renders through gymnasium's MujocoRenderer; its offscreen viewer
-        # draws extra geoms ("markers", via mjv_initGeom into the scene) once per render.
-        viewer = _renderer(env)._get_viewer("rgb_array")
-        if step is not None:
-            final = step.subgoal_index < 0
-            radius = (0.035 if final else 0.025) * (1.0 if len(step.subgoal) == 3 else 6.0)  # maze: 1 m cells
-            viewer.add_marker(
-                pos=_marker_position(env, step.subgoal),
-                size=np.full(3, radius),
-                rgba=_FINAL_GOAL_RGBA if final else _LANDMARK_RGBA,
-            )
-            what = "final goal" if final else f"landmark {step.subgoal_index}"
-            caption += f"\nsubgoal: {what}{' *' if step.replanned else ''}"
-        # Overlays accumulate text across renders in gymnasium; start each frame afresh.
-        viewer._overlays.clear()
-        for line in caption.split("\n"):
-            viewer.add_overlay(_TOPLEFT, line, "")
-        self._writer.append_data(env.render())
-        self.frames += 1
-
-    def close(self) -> None:
-        self._writer.close()
-
-
-# --------------------------------------------------------------------------- episodes
 
 
 class EnvMismatchError(RuntimeError):
@@ -330,6 +191,7 @@ def run_episode(
     """One episode: reset with ``seed`` (pinned to a maze ``pair`` if given), act until the env's
     time limit. ``mode`` is a variant, ``MODE[@key=value...]``."""
     planner_mode, overrides = parse_variant(mode)
+    adapter = goal_adapter(env)
     obs, info = env.reset(seed=seed, options=mazes.reset_options(pair) if pair else None)
     open_episode = client.stream_episode if stream else client.episode
     latencies, replans, steps = [], 0, 0
@@ -349,7 +211,7 @@ def run_episode(
                 subgoals.append(int(step.subgoal_index))
             if terminated or truncated:
                 break
-    success = mazes.success_flag(info)
+    success = adapter.success(info)
     if video is not None:
         video.capture(env, step, f"{mode} ep {index} step {steps} {'SUCCESS' if success else 'failure'}")
     return EpisodeResult(
@@ -400,8 +262,8 @@ def run_episodes(
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default=DEFAULT_SERVER, metavar="HOST:PORT",
                         help=f"planner server address (default {DEFAULT_SERVER})")
-    parser.add_argument("--env", default=None,
-                        help="gymnasium-robotics env id (default: the server's model's env)")
+    parser.add_argument("--env", default=None, metavar="ENV",
+                        help="goal env: a gymnasium id or package.module:EnvClass (default: the served model's env)")
     parser.add_argument("--force-env", action="store_true",
                         help="run even if --env differs from the env the model was trained on")
     parser.add_argument("--episodes", type=int, default=10)
@@ -456,12 +318,21 @@ def _warn(msg: str) -> None:
     print(f"WARNING: {msg}", file=sys.stderr)
 
 
+def open_env(env_id: str, *, render: bool = False, size: int = 480) -> Any:
+    """``make_env`` for a client process that shares the machine with the server: one BLAS thread
+    whatever the caller's environment says (the envs' numpy work is tiny; a pool oversubscribes)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
+    return make_env(env_id, render=render, size=size)
+
+
 def run(args: argparse.Namespace) -> RunResult:
     """``l3p run`` as a function: the RunResult (raises on connection or env problems)."""
     client, info, env_id = connect(args)
     video = None
     try:
-        env = make_env(env_id, render=bool(args.video), size=args.video_size)
+        env = open_env(env_id, render=bool(args.video), size=args.video_size)
         try:
             for problem in check_env(info, env_id, env, force=args.force_env):
                 _warn(problem + " -- running anyway (--force-env)")
@@ -490,7 +361,7 @@ def run(args: argparse.Namespace) -> RunResult:
 def run_run(args: argparse.Namespace) -> int:
     try:
         result = run(args)
-    except (PlannerError, EnvMismatchError, ConnectionConfigError) as err:
+    except (PlannerError, EnvMismatchError, ConnectionConfigError, UnknownEnvError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1 if isinstance(err, PlannerError) else 2
     n, k = len(result.episodes), sum(result.successes)

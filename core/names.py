@@ -9,6 +9,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+DISTRIBUTION = "l3p-service"  # the name to pip install, with its extras
+
 MODES = ("l3p", "naive", "policy")
 SEARCHES = ("soft", "hard", "expectation")
 
@@ -30,7 +32,8 @@ def is_int(x: object) -> bool:
 
 
 def is_bool(x: object) -> bool:
-    return type(x) is bool or type(x).__name__ == "bool_"  # numpy's bool without importing numpy
+    # numpy's bool (np.bool_, named "bool" in numpy 2) without a numpy import here.
+    return type(x) is bool or (type(x).__module__ == "numpy" and type(x).__name__ in ("bool_", "bool"))
 
 
 def _parse_bool(text: str) -> bool:

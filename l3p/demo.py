@@ -4,9 +4,10 @@
 
 By default every bundle under ``models/`` is served in turn (FetchPush-v4, PointMaze_Large-v3):
 Fetch episodes use the env's own start/goal draw, maze episodes the fixed far start/goal pairs
-(>= 10 cells apart) of the held-out protocol. Each server runs as a child process
-(``python -m serving.server --bundle ... --port 0``) and is stopped on every exit path: normal
-end, errors, Ctrl-C and SIGTERM (terminate, wait, kill).
+(>= 10 cells apart) of the held-out protocol. Each bundle is served with its own planner
+defaults (the manifest's planner block; variants override them per episode). Each server runs
+as a child process (`l3p.serving.local_server.LocalServer`) and is stopped on every exit path:
+normal end, errors, Ctrl-C and SIGTERM (terminate, wait, kill).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from l3p.sim import mazes
 from l3p.clients.client import PlannerClient, PlannerError
 from l3p.clients.evaluate import evaluate, format_table, parse_modes, write_report
-from l3p.serving.local_server import LocalServer, ServerStartError
 from l3p.clients.runner import EnvMismatchError
+from l3p.core.seeds import HELD_OUT
+from l3p.serving.local_server import LocalServer, ServerStartError
+from l3p.sim import mazes
 
 MODELS = Path("models")
 DEFAULT_BUNDLE = MODELS / "FetchPush-v4"
@@ -56,9 +58,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
                         help="model bundle directory; repeat for several (default: every shipped "
                              "bundle under models/)")
     parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=2_000_000_000,
-                        help="episode i uses env and planner seed SEED + i (default 2000000000: "
-                             "held out: training draws env seeds below 2**30)")
+    parser.add_argument("--seed", type=int, default=HELD_OUT,
+                        help=f"episode i uses env and planner seed SEED + i (default {HELD_OUT}: the "
+                             "held-out range, disjoint from the seeds training and validation draw)")
     parser.add_argument("--modes", type=parse_modes, default=["l3p", "naive", "policy"],
                         help="comma-separated planner variants to compare (default l3p,naive,policy)")
     parser.add_argument("--env", default=None, help="env id (default: each bundle's own)")

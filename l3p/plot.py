@@ -1,12 +1,15 @@
 """Pictures of planning in a maze: walls, landmarks, the solved graph, one episode's trajectory.
 
-``l3p plot --bundle models/PointMaze_Large-v3 --pairs far --seed 2000000000 --out maze.png``
+``l3p plot --bundle models/PointMaze_Large-v3 --pairs far --out maze.png``
+``l3p plot --bundle models/PointMaze_Large-v3 --landmarks-only --out landmarks.png``
 
-The graph is the bundle's own (its value network over the landmarks, cut at the planner's d_max),
-solved towards the episode's goal with the bundle's default search; landmarks are coloured by
-their solved distance to that goal. The episode runs through a planner server (``--server``, or
-one started on ``--bundle``), and its trajectory is drawn in segments coloured by the subgoal
-pursued at each step, with that subgoal marked in the same colour.
+The graph is the bundle's own (its value network over the landmarks, cut at the d_max the
+bundle serves, or a ``--planner`` override), solved towards the episode's goal with the served
+search; landmarks are coloured by their solved distance to that goal. The episode runs through
+a planner server (``--server``, or one started on ``--bundle``), and its trajectory is drawn in
+segments coloured by the subgoal pursued at each step, with that subgoal marked in the same
+colour. ``--landmarks-only`` draws the walls, the landmarks and the graph from the bundle alone:
+no episode, no server.
 
 Needs the server extra (onnxruntime, to read the bundle's graph) and matplotlib.
 """
@@ -20,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from l3p.core.seeds import HELD_OUT
 from l3p.sim import mazes
-from l3p.sim.draw import plot_maze_episode
 
 
 def bundle_graph(bundle: Any, goal: np.ndarray, config: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -33,25 +36,65 @@ def bundle_graph(bundle: Any, goal: np.ndarray, config: Any) -> tuple[np.ndarray
     return edges, distances_to_goal(bundle.landmarks, goal, bundle.value_fn, config)[:-1]
 
 
+def landmark_edges(bundle: Any, config: Any) -> np.ndarray:
+    """The landmark-landmark block [N, N] of the cut graph. Edges are cut column by column, so
+    the block does not depend on the goal: any landmark stands in for it."""
+    from l3p.core import pairwise_graph
+
+    n = len(bundle.landmarks)
+    if n == 0:
+        return np.zeros((0, 0))
+    return pairwise_graph(bundle.landmarks, bundle.landmarks[0], bundle.value_fn, config.d_max,
+                          config.adaptive_cut)[:n, :n]
+
+
 def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     from l3p.core.names import VARIANT_HELP, variant_arg
 
     parser.add_argument("--bundle", type=Path, required=True, help="the maze model bundle (its graph is drawn)")
     parser.add_argument("--server", default=None, metavar="HOST:PORT",
                         help="planner server serving that bundle (default: start one on --bundle)")
-    parser.add_argument("--seed", type=int, default=mazes.FAR_PAIRS_HELD_OUT_SEED,
-                        help="episode seed (and far-pair list seed; default: the held-out list)")
+    parser.add_argument("--seed", type=int, default=HELD_OUT,
+                        help=f"episode seed (and far-pair list seed; default {HELD_OUT}: the held-out list)")
     parser.add_argument("--pairs", choices=("random", "far"), default="far")
     parser.add_argument("--planner", type=variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
-                        help=VARIANT_HELP)
-    parser.add_argument("--out", type=Path, default=Path("maze_episode.png"))
+                        help=VARIANT_HELP + " (default: the bundle's served defaults)")
+    parser.add_argument("--landmarks-only", action="store_true",
+                        help="draw the walls, the landmarks and their graph from the bundle alone "
+                             "(no episode, no server)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="PNG to write (default maze_episode.png, or landmarks.png with --landmarks-only)")
     return parser
 
 
+def _maze(env_id: str) -> tuple[np.ndarray, float]:
+    """The maze's layout and cell size, read from the env."""
+    from l3p.sim.envs import make_env
+
+    env = make_env(env_id)
+    try:
+        return mazes.maze_map(env), mazes.maze_scaling(env)
+    finally:
+        env.close()
+
+
+def _d_max_label(config: Any, overrides: dict[str, Any]) -> str:
+    return f"d_max {config.d_max:g}" + (" (override)" if "d_max" in overrides else " (served)")
+
+
+def _plot_landmarks(bundle: Any, config: Any, overrides: dict[str, Any], out: Path) -> int:
+    from l3p.sim.draw import plot_maze_episode
+
+    layout, scaling = _maze(bundle.env_id)
+    cut = ", adaptive cut" if config.adaptive_cut else ""
+    title = (f"{bundle.env_id}: {len(bundle.landmarks)} landmarks, graph at {_d_max_label(config, overrides)}"
+             f"{cut}")
+    plot_maze_episode(out, layout, scaling, bundle.landmarks, landmark_edges(bundle, config), None, title=title)
+    print(f"wrote {out}: {title}")
+    return 0
+
+
 def run_plot(args: argparse.Namespace) -> int:
-    from l3p.clients.client import PlannerClient, PlannerError
-    from l3p.serving.local_server import LocalServer, ServerStartError
-    from l3p.clients.runner import close_env, episode_plan, make_env, run_episode
     from l3p.core.names import parse_variant
     from l3p.serving.bundle import BundleError, load_bundle
 
@@ -63,6 +106,21 @@ def run_plot(args: argparse.Namespace) -> int:
     if not mazes.is_maze(bundle.env_id):
         print(f"error: l3p plot draws maze episodes; {args.bundle} is a {bundle.env_id} model", file=sys.stderr)
         return 2
+    mode, overrides = parse_variant(args.planner)
+    config = bundle.planner_defaults.replace(mode=mode, **overrides)
+    if args.landmarks_only:
+        return _plot_landmarks(bundle, config, overrides, args.out or Path("landmarks.png"))
+    return _plot_episode(args, bundle, config, overrides, args.out or Path("maze_episode.png"))
+
+
+def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides: dict[str, Any], out: Path) -> int:
+    from l3p.clients.client import PlannerClient, PlannerError
+    from l3p.clients.runner import episode_plan, run_episode
+    from l3p.sim.envs import make_env
+    from l3p.sim.render import close_env
+    from l3p.serving.local_server import LocalServer, ServerStartError
+    from l3p.sim.draw import plot_maze_episode
+
     server = None if args.server else LocalServer(args.bundle)
     env = make_env(bundle.env_id)
     try:
@@ -72,15 +130,13 @@ def run_plot(args: argparse.Namespace) -> int:
         with PlannerClient(args.server or server.target) as client:
             (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, args.pairs)
             ep = run_episode(client, env, index=0, seed=seed, mode=args.planner, pair=pair, record=True)
-        mode, overrides = parse_variant(args.planner)
-        config = bundle.planner_defaults.replace(mode=mode, **overrides)
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"
         where = f", cells {pair[0]} -> {pair[1]}" if pair else ""
-        pruning = ", prune_failed" if config.prune_failed and mode == "l3p" else ""
-        title = (f"{bundle.env_id}: {args.planner} ({config.search} search, d_max {config.d_max:g}{pruning}), "
-                 f"seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans")
-        plot_maze_episode(args.out, mazes.maze_map(env), mazes.maze_scaling(env), bundle.landmarks, edges,
+        pruning = ", prune_failed" if config.prune_failed and config.mode == "l3p" else ""
+        title = (f"{bundle.env_id}: {args.planner} ({config.search} search, {_d_max_label(config, overrides)}"
+                 f"{pruning}), seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans")
+        plot_maze_episode(out, mazes.maze_map(env), mazes.maze_scaling(env), bundle.landmarks, edges,
                           to_goal, ep.trajectory, ep.subgoal_indices, ep.goal, title=title)
     except (ServerStartError, PlannerError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -89,7 +145,7 @@ def run_plot(args: argparse.Namespace) -> int:
         close_env(env)
         if server is not None:
             server.stop()
-    print(f"wrote {args.out} ({outcome}, {ep.steps} steps)")
+    print(f"wrote {out} ({outcome}, {ep.steps} steps)")
     return 0
 
 

@@ -64,7 +64,7 @@ def _f32(x: np.ndarray) -> np.ndarray:
 
 def session_options() -> ort.SessionOptions:
     """Latency over throughput: the graphs are small MLPs, so one thread per call and no
-    inter-op pool; concurrency comes from serving many sessions on gRPC's worker threads
+    inter-op pool; concurrency comes from batching the steps of many sessions into one call
     (a multi-threaded pool per call gave ~4x worse p99 tails)."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1

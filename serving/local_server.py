@@ -1,6 +1,6 @@
-"""Run the planner server as a child process (for the demo and tests).
+"""Run the planner server as a child process (for the demo, plots, benchmarks and tests).
 
-``python -m serving.server --bundle DIR --port N`` prints ``L3P_SERVER_READY port=<N>`` on
+``python -m l3p.serving --bundle DIR --port N`` prints ``L3P_SERVER_READY port=<N>`` on
 stdout once it serves. :class:`LocalServer` starts it, waits for that line (reporting the
 server's stderr tail if it dies first) and always stops it: SIGTERM, a grace period, SIGKILL.
 """
@@ -34,8 +34,7 @@ class LocalServer:
         host: interface to bind; loopback by default.
         extra_args: more command-line arguments for the server.
         module: the server module (``python -m <module>``).
-        cwd: working directory; the repository root by default, so ``serving`` imports
-            from a checkout as well as from an installed package.
+        cwd: the server's working directory (default: this process's).
         stderr_lines: how many of the server's last stderr lines to keep (``stderr_tail``).
         env: the server's whole environment (default: this process's). The server sizes its
             own thread pools, whatever the environment says.
@@ -48,7 +47,7 @@ class LocalServer:
         port: int = 0,
         host: str = "127.0.0.1",
         extra_args: Sequence[str] = (),
-        module: str = "l3p.serving.server",
+        module: str = "l3p.serving",
         cwd: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
         stderr_lines: int = 40,

@@ -26,11 +26,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-log = logging.getLogger("l3p.serving")
-
-
-def _event(level: int, event: str, **fields) -> None:
-    log.log(level, event, extra={"fields": fields})
+from l3p.serving.bundle import BundleError
+from l3p.serving.logs import configure_logging, event
+from l3p.serving.security import SecurityConfigError
+from l3p.serving.server import serve
+from l3p.serving.startup import exit_with_parent, operator_error, prepare
 
 
 def reserve_port(host: str, port: int) -> socket.socket:
@@ -65,21 +65,16 @@ def _worker_args(args: argparse.Namespace, port: int, index: int) -> argparse.Na
 def _worker(args: argparse.Namespace, index: int, ready) -> None:
     """One server process. Runs in a spawned interpreter."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
-    from l3p.serving import server
-    from l3p.serving.bundle import BundleError
-    from l3p.serving.security import SecurityConfigError
-
-    server.configure_logging(args.log_level)
+    configure_logging(args.log_level)
     try:
-        prepared = server.prepare(args)
+        prepared = prepare(args)
     except (BundleError, SecurityConfigError) as exc:  # changed since the parent checked them
-        sys.exit(server.operator_error(str(exc)))
-    sys.exit(server.serve(args, *prepared, on_ready=ready.send, worker=index))
+        sys.exit(operator_error(str(exc)))
+    sys.exit(serve(args, *prepared, on_ready=ready.send, worker=index))
 
 
 def run_processes(args: argparse.Namespace) -> int:
-    from l3p.serving.server import exit_with_parent, operator_error
-
+    """Serves with args.processes processes until SIGTERM/SIGINT; the exit code."""
     try:
         reservation = reserve_port(args.host, args.port)
     except OSError as exc:
@@ -124,13 +119,13 @@ def run_processes(args: argparse.Namespace) -> int:
                         worker.exit_code = worker.process.exitcode
                         if not stopping:
                             failed = True
-                            _event(logging.ERROR, "worker_exited", worker=worker.index,
-                                   worker_pid=worker.process.pid, exit_code=worker.exit_code)
+                            event(logging.ERROR, "worker_exited", worker=worker.index,
+                                  worker_pid=worker.process.pid, exit_code=worker.exit_code)
                             stop_all()
             if not announced and not stopping and all(w.port == port for w in workers):
                 announced = True
-                _event(logging.INFO, "serving_processes", port=port, processes=len(workers),
-                       pids=[w.process.pid for w in workers])
+                event(logging.INFO, "serving_processes", port=port, processes=len(workers),
+                      pids=[w.process.pid for w in workers])
                 print(f"L3P_SERVER_READY port={port}", flush=True)
     if failed:  # 2 as for a single server that cannot start; 1 once it has served
         return 1 if announced else 2

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import grpc
 
+from l3p.core.errors import L3PError
+
 AUTH_HEADER = "authorization"
 _BEARER = re.compile(r"bearer\s+(\S+)\s*$", re.IGNORECASE)  # the scheme is case-insensitive (RFC 7235)
 _NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
@@ -38,7 +40,7 @@ MISSING_TOKEN = ("this server requires a bearer token: send metadata "
 WRONG_TOKEN = "the bearer token is not accepted by this server"
 
 
-class SecurityConfigError(ValueError):
+class SecurityConfigError(L3PError, ValueError):
     """A security option cannot be used as given; the message names the option and the file."""
 
 

@@ -1,7 +1,7 @@
 """The session store: live episodes by id, bounded in number, freed after an idle TTL.
 
-One lock guards the dictionary and is held only for dictionary work (the store is used from
-the server's event loop and from the TTL reaper's thread). A step runs under the session's own
+One lock guards the dictionary and is held only for dictionary work, so the store may be used
+from any thread (the server uses it from its event loop only). A step runs under the session's own
 asyncio lock (`Session.lock`), so episodes never wait for each other.
 
 A session has an owner: the principal that opened it and, for a Control stream, that stream.
@@ -128,9 +128,11 @@ class SessionStore:
             self._on_expire(session)
         return expired
 
-    def run_reaper(self, stop: threading.Event, interval_s: float) -> None:
-        """Calls expire() every interval_s until stop is set; meant for a daemon thread."""
-        while not stop.wait(interval_s):
+    async def reap(self, interval_s: float) -> None:
+        """Calls expire() every interval_s until cancelled: the TTL reaper, a task on the
+        server's event loop."""
+        while True:
+            await asyncio.sleep(interval_s)
             self.expire()
 
     def _limit_error(self) -> SessionLimitError:

@@ -3,7 +3,7 @@ environment it was started from says.
 
 OpenBLAS, MKL and OpenMP size their pools from the machine's cores unless told otherwise, and a
 pool per calling thread on a 2-core machine turned 32 concurrent episode starts from 70 ms into
-2-45 s (issue 9). The limit is set through threadpoolctl, at run time, so it holds however the
+2-45 s. The limit is set through threadpoolctl, at run time, so it holds however the
 process was started (no OMP_NUM_THREADS needed in the caller's shell).
 """
 

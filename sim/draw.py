@@ -110,7 +110,7 @@ def plot_maze_episode(path: str | Path, layout: np.ndarray, scaling: float, *dra
 
 
 def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: str, env_id: str = "",
-                   value_fn=None, d_max: float = 0.0) -> None:
+                   value_fn=None, d_max: float = 0.0, adaptive_cut: bool = True) -> None:
     """Landmarks over a sample of achieved goals. Mazes: over the maze's walls, with the graph's
     landmark edges (V <= d_max, given ``value_fn``); otherwise in the goal space's first two (and,
     if 3-d, x-z) axes."""
@@ -119,7 +119,7 @@ def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: 
         layout, scaling = mazes.maze_map(env), mazes.maze_scaling(env)
         env.close()
         n = len(landmarks)
-        edges = (pairwise_graph(landmarks, landmarks[0], value_fn, d_max, adaptive_cut=True)[:n, :n]
+        edges = (pairwise_graph(landmarks, landmarks[0], value_fn, d_max, adaptive_cut)[:n, :n]
                  if value_fn is not None else np.full((n, n), np.inf))
         plot_maze_episode(path, layout, scaling, landmarks, edges, None, None, None, None, goals, title=title)
         return

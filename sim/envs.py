@@ -1,29 +1,87 @@
-"""Goal-conditioned env adapter for gymnasium-robotics (Fetch and PointMaze families).
+"""One ``make_env`` for every goal env, its spec and adapter, and n copies stepped in lockstep.
 
-Episodes have a fixed length T (these tasks end by truncation only), so n envs are stepped in
-lockstep and every episode is stored whole: obs [T+1], achieved goals [T+1], goal, actions [T].
+Which envs: any gymnasium goal env, named by
+- a registered id: ``FetchPush-v4``, ``PointMaze_Large-v3`` (gymnasium-robotics registers its
+  envs on first use), or gymnasium's ``module:EnvId`` (importing ``module`` registers ``EnvId``);
+- ``package.module:EnvClass``, a ``gymnasium.Env`` subclass: made as ``gym.make`` makes a
+  registered env (env checker, order enforcing, time limit), with the time limit from the caller
+  or the class attribute ``max_episode_steps``. The module must be importable (installed, or on
+  ``PYTHONPATH``); the id string is the env id a bundle records, so ``l3p run`` rebuilds it.
+
+What makes a goal env (checked by ``make_env``; otherwise a one-line ``UnknownEnvError`` naming
+what is missing): Dict observations with 1-d Box ``observation``, ``achieved_goal`` and
+``desired_goal``; 1-d Box actions with finite bounds; ``compute_reward(achieved_goal,
+desired_goal, info)`` vectorized over a leading axis (called with ``info=None``); a finite time
+limit (episodes end by truncation, so n envs are stepped in lockstep and each is stored whole).
+
+How L3P reads an env is declared per env class, never guessed from its name (``GoalEnvAdapter``):
+- success: ``info[success_key]`` after a step; default ``"is_success"`` (the GoalEnv convention);
+- reward: ``compute_reward(...) + reward_offset`` must be 0 at the goal and -1 elsewhere (the
+  distance critic counts steps); default offset 0.
+A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset``
+(plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
+anything else gets the default. ``make_env`` probes ``compute_reward`` at the goal and far from
+it and refuses an env whose offset reward is not 0 / -1 there, saying what to declare.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import importlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-import farama_notifications
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 
-from l3p.sim.mazes import success_flag
+from l3p.core.errors import L3PError
+from l3p.sim.render import close_env, ensure_offscreen_gl, frame_whole_maze
 
-# gymnasium-robotics prints a notice about Adroit envs (unrelated to ours) on every import.
-farama_notifications.notifications.pop("gymnasium_robotics", None)
-import gymnasium_robotics  # noqa: E402
-
-gym.register_envs(gymnasium_robotics)
-
-SUPPORTED_PREFIXES = ("Fetch", "PointMaze_", "AntMaze_")
+GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 
 
-class UnknownEnvError(ValueError):
-    """An env id that gymnasium does not know or that is not a goal-conditioned task."""
+class UnknownEnvError(L3PError, ValueError):
+    """An env id that cannot be made, or whose env is not a goal env L3P can use."""
+
+
+@dataclass(frozen=True)
+class GoalEnvAdapter:
+    """How L3P reads one goal env: its success flag and the offset that makes its reward -1 / 0."""
+
+    success_key: str = "is_success"
+    reward_offset: float = 0.0
+
+    def success(self, info: Mapping[str, Any]) -> bool:
+        try:
+            return bool(info[self.success_key])
+        except KeyError:
+            raise UnknownEnvError(f"the env's step info has no {self.success_key!r} (keys: {', '.join(info) or 'none'}); "
+                                  f"declare the success key as the env class attribute l3p_success_key") from None
+
+
+# Declared per env class, "module:QualName", matched along the env's class hierarchy.
+ADAPTERS: dict[str, GoalEnvAdapter] = {
+    # Fetch (every gymnasium-robotics robot env): info["is_success"], reward -1 / 0.
+    "gymnasium_robotics.envs.robot_env:BaseRobotEnv": GoalEnvAdapter("is_success", 0.0),
+    # PointMaze_* and AntMaze_*: info["success"], sparse reward 1 at the goal and 0 elsewhere.
+    "gymnasium_robotics.envs.maze.maze_v4:MazeEnv": GoalEnvAdapter("success", -1.0),
+    "gymnasium_robotics.envs.maze.maze:MazeEnv": GoalEnvAdapter("success", -1.0),
+}
+
+
+def goal_adapter(env: gym.Env) -> GoalEnvAdapter:
+    """The env's declared adapter: its own class attributes, else ``ADAPTERS``, else the default."""
+    cls = type(env.unwrapped)
+    if hasattr(cls, "l3p_success_key") or hasattr(cls, "l3p_reward_offset"):
+        return GoalEnvAdapter(str(getattr(cls, "l3p_success_key", "is_success")),
+                              float(getattr(cls, "l3p_reward_offset", 0.0)))
+    for base in cls.__mro__:
+        adapter = ADAPTERS.get(f"{base.__module__}:{base.__qualname__}")
+        if adapter is not None:
+            return adapter
+    return GoalEnvAdapter()
 
 
 @dataclass(frozen=True)
@@ -35,21 +93,127 @@ class EnvSpec:
     action_low: tuple[float, ...]
     action_high: tuple[float, ...]
     max_steps: int
+    adapter: GoalEnvAdapter = field(default_factory=GoalEnvAdapter)
 
     @property
     def action_max(self) -> float:
         return float(max(abs(x) for x in self.action_high))
 
 
-def make_env(env_id: str, render_mode: str | None = None, max_episode_steps: int | None = None) -> gym.Env:
-    """The env with its own time limit, or ``max_episode_steps`` (the maze protocol trains on
-    episodes shorter than the env's evaluation limit)."""
-    if not env_id.startswith(SUPPORTED_PREFIXES):
-        raise UnknownEnvError(f"unsupported env id {env_id!r}: expected a Fetch*, PointMaze_* or AntMaze_* goal env")
+@functools.cache
+def _register_known_envs() -> None:
+    """gymnasium-robotics' envs, registered once on first use (importing it registers them)."""
+    import farama_notifications
+
+    # gymnasium-robotics prints a notice about Adroit envs (unrelated to ours) on import.
+    farama_notifications.notifications.pop("gymnasium_robotics", None)
     try:
-        return gym.make(env_id, render_mode=render_mode, max_episode_steps=max_episode_steps)
-    except gym.error.Error as exc:  # NameNotFound, VersionNotFound, ...
+        import gymnasium_robotics
+    except ImportError:  # a user's own env needs no gymnasium-robotics
+        return
+    gym.register_envs(gymnasium_robotics)
+
+
+def _target(env_id: str, max_episode_steps: int | None) -> str | gym.envs.registration.EnvSpec:
+    """What ``gym.make`` makes for ``env_id``: the id itself, or a spec for ``module:EnvClass``."""
+    if ":" not in env_id:
+        return env_id
+    module, _, name = env_id.partition(":")
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError as exc:
+        raise UnknownEnvError(f"cannot import {module!r} for env {env_id!r}: {exc} "
+                              f"(is it installed, or on PYTHONPATH?)") from None
+    cls = getattr(loaded, name, None)
+    if cls is None:  # gymnasium's own "module:EnvId": importing the module registered EnvId
+        return env_id
+    if not (isinstance(cls, type) and issubclass(cls, gym.Env)):
+        raise UnknownEnvError(f"env {env_id!r}: {name} is not a gymnasium.Env subclass")
+    steps = max_episode_steps or getattr(cls, "max_episode_steps", None)
+    return gym.envs.registration.EnvSpec(id=env_id, entry_point=env_id, max_episode_steps=steps)
+
+
+def _make(target: Any, max_episode_steps: int | None, render: bool, size: int) -> gym.Env:
+    if not render:
+        return gym.make(target, max_episode_steps=max_episode_steps)
+    try:
+        return gym.make(target, max_episode_steps=max_episode_steps, render_mode="rgb_array", width=size, height=size)
+    except TypeError as exc:  # an env that renders at its own size
+        if "width" not in str(exc):
+            raise
+        return gym.make(target, max_episode_steps=max_episode_steps, render_mode="rgb_array")
+
+
+def make_env(env_id: str, *, render: bool = False, size: int = 480, max_episode_steps: int | None = None) -> gym.Env:
+    """The goal env ``env_id`` (see the module docstring), checked, with its own time limit or
+    ``max_episode_steps`` (the maze protocol trains on episodes shorter than the env's limit).
+    ``render``: frames of ``size`` x ``size`` pixels from ``env.render()`` (offscreen GL)."""
+    _register_known_envs()
+    if render:
+        ensure_offscreen_gl()
+    target = _target(env_id, max_episode_steps)
+    try:
+        env = _make(target, max_episode_steps, render, size)
+    except gym.error.Error as exc:  # NameNotFound, VersionNotFound, DeprecatedEnv, ...
         raise UnknownEnvError(f"unknown env id {env_id!r}: {exc}") from None
+    except Exception as exc:  # the env's constructor, or gymnasium's env checker refusing it
+        raise UnknownEnvError(f"cannot make env {env_id!r}: {type(exc).__name__}: {exc}") from exc
+    try:
+        _check_goal_env(env, env_id)
+    except BaseException:
+        close_env(env)
+        raise
+    if render and hasattr(env.unwrapped, "maze"):
+        frame_whole_maze(env)
+    return env
+
+
+def _check_goal_env(env: gym.Env, env_id: str) -> None:
+    problems = []
+    space = env.observation_space
+    if not isinstance(space, spaces.Dict):
+        problems.append(f"observations are a {type(space).__name__}, not a Dict of {', '.join(GOAL_KEYS)}")
+    else:
+        missing = [k for k in GOAL_KEYS if k not in space.spaces]
+        if missing:
+            problems.append(f"the observation Dict has no {', '.join(missing)}")
+        not_vectors = [k for k in GOAL_KEYS if k in space.spaces
+                       and not (isinstance(space[k], spaces.Box) and len(space[k].shape) == 1)]
+        if not_vectors:
+            problems.append(f"{', '.join(not_vectors)} must be 1-d Box spaces")
+        elif not missing and space["achieved_goal"].shape != space["desired_goal"].shape:
+            problems.append("achieved_goal and desired_goal differ in shape")
+    act = env.action_space
+    if not (isinstance(act, spaces.Box) and len(act.shape) == 1):
+        problems.append(f"actions are a {type(act).__name__}, not a 1-d Box")
+    elif not (np.all(np.isfinite(act.low)) and np.all(np.isfinite(act.high))):
+        problems.append("the action Box needs finite bounds")
+    if not callable(getattr(env.unwrapped, "compute_reward", None)):
+        problems.append("it has no compute_reward(achieved_goal, desired_goal, info)")
+    if env.spec is None or env.spec.max_episode_steps is None:
+        problems.append("it has no time limit (register it with max_episode_steps, set the class attribute "
+                        "max_episode_steps, or pass max_episode_steps)")
+    if problems:
+        raise UnknownEnvError(f"{env_id!r} is not a goal env L3P can use: {'; '.join(problems)}")
+    _check_reward(env, env_id)
+
+
+def _check_reward(env: gym.Env, env_id: str) -> None:
+    """The offset reward is 0 at the goal and -1 far from it, as the distance critic needs."""
+    adapter = goal_adapter(env)
+    goal = np.zeros((2, env.observation_space["desired_goal"].shape[0]), np.float32)
+    achieved = goal.copy()
+    achieved[1] += 1e3
+    try:
+        reward = np.asarray(env.unwrapped.compute_reward(achieved, goal, None), np.float64).reshape(-1)
+    except Exception as exc:
+        raise UnknownEnvError(f"{env_id!r}: compute_reward(achieved [2, goal_dim], desired [2, goal_dim], None) "
+                              f"failed: {type(exc).__name__}: {exc}") from None
+    reward = reward + adapter.reward_offset
+    if reward.tolist() != [0.0, -1.0]:
+        raise UnknownEnvError(f"{env_id!r}: compute_reward + offset {adapter.reward_offset:g} is {reward.tolist()} "
+                              f"at the goal and far from it; L3P needs [0.0, -1.0] (sparse reward; for a 1/0 "
+                              f"reward declare the class attribute l3p_reward_offset = -1.0)")
 
 
 def env_spec(env: gym.Env) -> EnvSpec:
@@ -63,7 +227,24 @@ def env_spec(env: gym.Env) -> EnvSpec:
         action_low=tuple(float(x) for x in act.low),
         action_high=tuple(float(x) for x in act.high),
         max_steps=int(env.spec.max_episode_steps),
+        adapter=goal_adapter(env),
     )
+
+
+def rendering_unavailable(env_id: str = "FetchPush-v4", size: int = 64) -> str | None:
+    """``None`` if an offscreen frame of ``env_id`` can be rendered here, else why not (for skips)."""
+    try:
+        env = make_env(env_id, render=True, size=size)
+        try:
+            env.reset(seed=0)
+            frame = env.render()
+        finally:
+            close_env(env)
+        if frame is None or frame.shape != (size, size, 3):
+            return f"render returned {None if frame is None else frame.shape}"
+        return None
+    except Exception as err:  # any GL/driver failure means "cannot render here"
+        return f"{type(err).__name__}: {err} (MUJOCO_GL={os.environ.get('MUJOCO_GL')})"
 
 
 class VecGoalEnv:
@@ -73,8 +254,6 @@ class VecGoalEnv:
         self.envs = [make_env(env_id, max_episode_steps=max_episode_steps) for _ in range(n)]
         self.spec = env_spec(self.envs[0])
         self._unwrapped = self.envs[0].unwrapped
-        # Maze envs' sparse reward is 1 at the goal and 0 elsewhere; L3P's distance critic needs -1 / 0.
-        self._reward_offset = 0.0 if env_id.startswith("Fetch") else -1.0
 
     def __len__(self) -> int:
         return len(self.envs)
@@ -85,17 +264,18 @@ class VecGoalEnv:
         return _stack([env.reset(seed=int(s), options=o)[0] for env, s, o in zip(self.envs, seeds, options)])
 
     def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Observations and the envs' own success flags (read through the declared adapter)."""
         obs, success = [], []
         for env, a in zip(self.envs, actions):
             o, _, _, _, info = env.step(a)
             obs.append(o)
-            success.append(float(success_flag(info)))
+            success.append(float(self.spec.adapter.success(info)))
         return _stack(obs), np.asarray(success, dtype=np.float32)
 
     def compute_reward(self, achieved: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """The env's own reward (vectorized over the leading axis): -1 until within threshold, 0 after."""
+        """The env's own reward plus its declared offset (vectorized): -1 until within threshold, 0 after."""
         reward = self._unwrapped.compute_reward(achieved, goal, None)
-        return np.asarray(reward, dtype=np.float32) + self._reward_offset
+        return np.asarray(reward, dtype=np.float32) + self.spec.adapter.reward_offset
 
     def close(self) -> None:
         for env in self.envs:
@@ -103,4 +283,4 @@ class VecGoalEnv:
 
 
 def _stack(obs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    return {k: np.stack([o[k] for o in obs]).astype(np.float32) for k in ("observation", "achieved_goal", "desired_goal")}
+    return {k: np.stack([o[k] for o in obs]).astype(np.float32) for k in GOAL_KEYS}

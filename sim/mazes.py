@@ -17,20 +17,11 @@ from typing import Any
 import numpy as np
 
 Cell = tuple[int, int]
-# Seeds of the far-pair lists; held-out evaluation also uses env seeds from 2_000_000_000
-# (clients/demo, README), validation from 1_500_000_000, training below 2**30.
-FAR_PAIRS_HELD_OUT_SEED = 2_000_000_000
-FAR_PAIRS_VALIDATION_SEED = 1_500_000_000
 MIN_FAR_CELLS = 10
 
 
 def is_maze(env_id: str) -> bool:
     return "Maze" in env_id
-
-
-def success_flag(info: dict) -> bool:
-    """The env's own success flag: Fetch reports ``is_success``, the mazes ``success``."""
-    return bool(info.get("is_success", info.get("success", False)))
 
 
 def maze_map(env: Any) -> np.ndarray:
@@ -66,7 +57,8 @@ def bfs_cells(layout: np.ndarray, start: Cell) -> np.ndarray:
 
 def far_pairs(layout: np.ndarray, n: int, seed: int, min_cells: int = MIN_FAR_CELLS) -> list[tuple[Cell, Cell]]:
     """``n`` (start, goal) cell pairs at least ``min_cells`` apart by BFS, drawn with replacement
-    from all such ordered pairs by ``np.random.default_rng(seed)`` (deterministic per seed)."""
+    from all such ordered pairs by ``np.random.default_rng(seed)`` (deterministic per seed; an
+    evaluation passes its seed base from ``l3p.core.seeds``)."""
     cells = free_cells(layout)
     candidates = []
     for s in cells:

@@ -6,7 +6,7 @@ import pytest
 @pytest.fixture(scope="session")
 def untrained_bundle(tmp_path_factory):
     """A valid bundle (FetchReach-v4, 16 landmarks) exported from untrained networks."""
-    from l3p.training.export import export_untrained_bundle  # torch: only tests that need it pay
+    from bundles import export_untrained_bundle  # torch: only tests that need it pay
 
     return export_untrained_bundle(tmp_path_factory.mktemp("bundle") / "untrained")
 
@@ -14,7 +14,7 @@ def untrained_bundle(tmp_path_factory):
 @pytest.fixture(scope="session")
 def push_bundle(tmp_path_factory):
     """A valid FetchPush-v4 bundle (8 landmarks) exported from untrained networks."""
-    from l3p.training.export import export_untrained_bundle
+    from bundles import export_untrained_bundle
 
     return export_untrained_bundle(tmp_path_factory.mktemp("push_bundle") / "FetchPush-v4", env_id="FetchPush-v4",
                                    n_landmarks=8)

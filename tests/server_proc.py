@@ -1,7 +1,7 @@
 """Test helper: the planner server in a subprocess.
 
-``serve(bundle)`` starts ``python -m serving.server --bundle DIR --port 0`` (through
-:class:`clients.local_server.LocalServer`), waits for its READY line and yields the port; the
+``serve(bundle)`` starts ``python -m l3p.serving --bundle DIR --port 0`` (through
+:class:`l3p.serving.local_server.LocalServer`), waits for its READY line and yields the port; the
 server is always stopped. Tests that stop or restart the server use ``LocalServer`` directly.
 """
 

@@ -1,30 +1,39 @@
-"""The time-to-success benchmark in its --quick mode: structure and the values that are not times."""
+"""The benchmarks run as a user runs them (`python benchmarks/X.py`, from any directory): the
+structure of their output and the values that are not times."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
 
 
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("time_to_success", ROOT / "benchmarks" / "time_to_success.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def benchmark(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / f"{name}.py"), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
 
 
-def test_time_to_success_quick(tmp_path, capsys):
-    tts = load_benchmark()
+@pytest.mark.parametrize("name", ["serve_latency", "start_bursts", "train_throughput", "time_to_success"])
+def test_each_benchmark_runs_as_a_script_from_anywhere(name, tmp_path):
+    assert benchmark(name, "--help", cwd=tmp_path).stdout.startswith("usage: ")
+
+
+def test_time_to_success_quick(tmp_path):
     out = tmp_path / "tts.json"
-    reference = ROOT / "benchmarks" / "reference" / "FetchPush-v4_previous_trainer_progress.csv"
-    tts.main(["--quick", "--reference-csv", str(reference), "--out", str(out), "--run-dir", str(tmp_path / "run")])
+    reference = BENCHMARKS / "reference" / "FetchPush-v4_previous_trainer_progress.csv"
+    printed = benchmark("time_to_success", "--quick", "--reference-csv", str(reference), "--out", str(out),
+                        "--run-dir", str(tmp_path / "run"), cwd=tmp_path).stdout
     result = json.loads(out.read_text())
-    printed = capsys.readouterr().out
     assert "Time to success, FetchReach-v4 (eval: 10 fixed episodes per point)" in printed
     assert "collector process, overlapped updates" in printed and "one process, one learner thread" in printed
 
@@ -67,16 +76,17 @@ def test_time_to_success_quick(tmp_path, capsys):
 
     # The table of a finished run, from its directory: its own env and episodes per evaluation
     # (not the command's defaults), the same first reaches.
-    again = tts.main(["--from-run", str(tmp_path / "run"), "--env", "FetchPush-v4", "--eval-episodes", "50"])
+    printed = benchmark("time_to_success", "--from-run", str(tmp_path / "run"), "--env", "FetchPush-v4",
+                        "--eval-episodes", "50", "--out", str(tmp_path / "again.json"), cwd=tmp_path).stdout
+    again = json.loads((tmp_path / "again.json").read_text())
     assert again["env"] == "FetchReach-v4" and again["eval_episodes"] == 10
     assert again["new"]["first_reach"] == result["new"]["first_reach"] and again["new"]["env_steps"] == 2000
-    assert "Time to success, FetchReach-v4 (eval: 10 fixed episodes per point)" in capsys.readouterr().out
+    assert "Time to success, FetchReach-v4 (eval: 10 fixed episodes per point)" in printed
 
 
-def test_serve_latency_checks_issue_9s_targets_against_its_rows():
-    spec = importlib.util.spec_from_file_location("serve_latency", ROOT / "benchmarks" / "serve_latency.py")
-    serve = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(serve)
+def test_serve_latency_checks_the_serving_targets_against_its_rows(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # as when run as a script: its siblings import
+    serve = importlib.import_module("serve_latency")
 
     def row(p50_us, p99_us):
         return {"n": 100, "p50_us": p50_us, "p99_us": p99_us, "mean_us": p50_us}
@@ -110,20 +120,19 @@ def test_serve_latency_checks_issue_9s_targets_against_its_rows():
     }
 
 
-def test_start_bursts_compares_servers_side_by_side(untrained_bundle, tmp_path, capsys):
-    """Two servers of this checkout (one with --processes 2) and the echo, in alternation: every
-    row is measured, and the ratio is the row's own p99 over its idle p50."""
-    spec = importlib.util.spec_from_file_location("start_bursts", ROOT / "benchmarks" / "start_bursts.py")
-    bursts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bursts)
+def test_start_bursts_compares_servers_side_by_side(untrained_bundle, tmp_path):
+    """Two servers of this checkout (one with --processes 2), the same code assembled from the
+    checkout's folders (--against), and the echo, in alternation: every row is measured, and the
+    ratio is the row's own p99 over its idle p50."""
     out = tmp_path / "bursts.json"
-    assert bursts.main(["--bundle", str(untrained_bundle), "--server-args", "--processes 2",
-                        "--rounds", "1", "--concurrent", "4", "--out", str(out)]) == 0
+    printed = benchmark("start_bursts", "--bundle", str(untrained_bundle), "--server-args", "--processes 2",
+                        "--against", str(ROOT), "--rounds", "1", "--concurrent", "4", "--out", str(out),
+                        cwd=tmp_path).stdout
     rows = json.loads(out.read_text())
-    assert [r["server"] for r in rows] == ["this checkout", "this checkout, --processes 2",
+    assert [r["server"] for r in rows] == ["this checkout", str(ROOT), "this checkout, --processes 2",
                                            "asyncio echo (transport floor)"]
-    for row in rows[:2]:
+    for row in rows[:3]:
         assert 0 < row["p50_ms"] <= row["p99_ms"] and row["idle_p50_ms"] > 0
         assert abs(row["p99_over_idle"] - row["p99_ms"] / row["idle_p50_ms"]) < 1e-9
-    assert 0 < rows[2]["p50_ms"] <= rows[2]["p99_ms"] and rows[2]["idle_p50_ms"] is None
-    assert "4 concurrent StartEpisode calls, 1 rounds of 2 bursts, FetchReach-v4" in capsys.readouterr().out
+    assert 0 < rows[3]["p50_ms"] <= rows[3]["p99_ms"] and rows[3]["idle_p50_ms"] is None
+    assert "4 concurrent StartEpisode calls, 1 rounds of 2 bursts, FetchReach-v4" in printed

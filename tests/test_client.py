@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -20,11 +22,17 @@ from l3p.clients.client import (
     NotFound,
     PlannerClient,
     PlannerError,
+    ModelInfo,
     ResourceExhausted,
     RetryPolicy,
     Unavailable,
     episode_options,
 )
+from l3p.clients.errors import translate
+from l3p.core.bundle_format import read_manifest
+from l3p.core.names import EPISODE_OPTIONS, OPTIONS
+from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.local_server import LocalServer
 from server_proc import serve
 
@@ -57,12 +65,33 @@ class _Sleeps:
 # --------------------------------------------------------------------------- happy paths
 
 
-def test_model_info_describes_the_bundle(client):
+def test_model_info_describes_the_bundle(client, push_bundle):
     info = client.model_info()
     assert (info.env_id, info.obs_dim, info.goal_dim, info.action_dim) == ("FetchPush-v4", 25, 3, 4)
     assert info.n_landmarks == 8 and len(info.bundle_sha256) == 64
-    assert info.defaults["mode"] == "l3p" and info.defaults["search"] in ("soft", "hard")
     assert info.provenance.get("untrained") is True
+    # Every served default the wire carries, with the manifest's values (enums as names).
+    assert list(info.defaults) == [f.name for f in pb.PlannerDefaults.DESCRIPTOR.fields]
+    served = read_manifest(push_bundle)["planner"]
+    for name, value in info.defaults.items():
+        expected = info.n_landmarks if name == "n_landmarks" else served[name]
+        assert value == pytest.approx(expected), name
+
+
+def test_model_info_keeps_every_planner_default():
+    """Built from the proto's fields: a field added to PlannerDefaults cannot be dropped."""
+    fields = pb.PlannerDefaults.DESCRIPTOR.fields
+    assert {f.name for f in fields} >= {"d_max", "search", "mode", "prune_failed"}
+    defaults = pb.PlannerDefaults(n_landmarks=7, d_max=30.0, temperature=0.5, search=pb.SEARCH_KIND_HARD,
+                                  search_iterations=9, local_horizon=4.0, mode=pb.PLANNER_MODE_NAIVE,
+                                  prune_failed=True)
+    assert {f.name for f, _ in defaults.ListFields()} == {f.name for f in fields}  # every field set here
+    info = ModelInfo.from_proto(pb.ModelInfo(defaults=defaults, provenance_json="{not json"))
+    assert info.defaults == {"n_landmarks": 7, "d_max": 30.0, "temperature": 0.5, "search": "hard",
+                             "search_iterations": 9, "local_horizon": 4.0, "mode": "naive", "prune_failed": True}
+    assert info.provenance == {"raw": "{not json"}
+    unset = ModelInfo.from_proto(pb.ModelInfo()).defaults
+    assert unset["mode"] == "unspecified" and unset["search"] == "unspecified" and unset["prune_failed"] is False
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
@@ -124,8 +153,8 @@ def test_typed_errors_carry_the_server_message(client):
     with pytest.raises(InvalidArgument, match="observation"):
         with client.stream_episode(GOAL) as sep:
             sep.act(np.zeros(3))
-    with pytest.raises(InvalidArgument, match="d_max"):
-        client.episode(GOAL, d_max=-1.0).start()
+    with pytest.raises(InvalidArgument, match="d_max"):  # the server checks what the client checks
+        client.start_episode(GOAL, pb.EpisodeOptions(d_max=-1.0))
     with pytest.raises(NotFound, match="no-such-session"):
         client.act("no-such-session", OBS)
 
@@ -133,11 +162,11 @@ def test_typed_errors_carry_the_server_message(client):
 def test_stream_observation_before_goal_is_failed_precondition(target):
     # The client API cannot send this; a raw stream checks the server's code reaches our type.
     with grpc.insecure_channel(target) as channel:
-        stub = client_mod.pb_grpc.PlannerStub(channel)
-        first = client_mod.pb.ControlRequest(observation=client_mod.pb.ActRequest(observation=OBS))
+        stub = pb_grpc.PlannerStub(channel)
+        first = pb.ControlRequest(observation=pb.ActRequest(observation=OBS))
         with pytest.raises(grpc.RpcError) as raw:
             list(stub.Control(iter([first]), timeout=5))
-    error = client_mod._translate(raw.value, "Control")
+    error = translate(raw.value, "Control")
     assert isinstance(error, FailedPrecondition) and error.message
 
 
@@ -158,7 +187,7 @@ def test_status_codes_map_to_error_types(code, cls):
         def details(self):
             return "the server's words"
 
-    error = client_mod._translate(FakeRpcError(), "Act")
+    error = translate(FakeRpcError(), "Act")
     assert type(error) is cls and error.code == code and error.message == "the server's words"
     assert str(error) == f"Act: {code.name}: the server's words"
 
@@ -180,7 +209,7 @@ def test_deadline_exceeded_surfaces_clearly(silent_server, monkeypatch):
     # On loopback a live server often answers within even a 1 µs deadline, so a hung server
     # makes the tiny-timeout case deterministic.
     sleeps = _Sleeps()
-    monkeypatch.setattr(client_mod.time, "sleep", sleeps)
+    monkeypatch.setattr(time, "sleep", sleeps)
     with PlannerClient(silent_server, timeout_s=0.05) as c:
         with pytest.raises(DeadlineExceeded) as err:
             c.model_info()
@@ -269,7 +298,7 @@ def test_resume_carries_episodes_across_a_server_restart(push_bundle):
 
 def test_act_is_not_retried(monkeypatch):
     sleeps = _Sleeps()
-    monkeypatch.setattr(client_mod.time, "sleep", sleeps)
+    monkeypatch.setattr(time, "sleep", sleeps)
     with PlannerClient(f"127.0.0.1:{_free_port()}", retry=RetryPolicy(max_attempts=4)) as c:
         with pytest.raises(Unavailable):
             c.act("session", OBS)
@@ -295,15 +324,55 @@ def test_backoff_grows_with_jitter_and_caps():
 
 def test_episode_options_leave_unset_fields_unset():
     opts = episode_options("naive", seed=0, d_max=12.0)
-    assert opts.mode == client_mod.pb.PLANNER_MODE_NAIVE
+    assert opts.mode == pb.PLANNER_MODE_NAIVE
     assert opts.HasField("seed") and opts.seed == 0 and opts.d_max == 12.0
     assert not opts.HasField("temperature") and not opts.HasField("sample_subgoal")
     assert not opts.HasField("prune_failed") and episode_options(prune_failed=False).HasField("prune_failed")
-    assert episode_options().mode == client_mod.pb.PLANNER_MODE_UNSPECIFIED
-    with pytest.raises(ValueError, match="mode"):
-        episode_options("greedy")
-    with pytest.raises(ValueError, match="search"):
-        episode_options(search="dijkstra")
+    assert episode_options().mode == pb.PLANNER_MODE_UNSPECIFIED
+    assert episode_options(search="expectation").search == pb.SEARCH_KIND_EXPECTATION
+    opts = episode_options(temperature=np.float32(0.5), sample_subgoal=True, local_horizon=0)
+    assert (opts.temperature, opts.sample_subgoal, opts.local_horizon) == (0.5, True, 0.0)
+
+
+def test_episode_options_carry_every_per_episode_option():
+    """EpisodeOptions is mode, seed and exactly the per-episode options of l3p.core.names."""
+    fields = [f.name for f in pb.EpisodeOptions.DESCRIPTOR.fields]
+    assert sorted(fields) == sorted(["mode", "seed", *EPISODE_OPTIONS])
+    valid = {"d_max": 12.5, "temperature": 0.7, "search": "hard", "local_horizon": 3.0,
+             "sample_subgoal": True, "prune_failed": True}
+    assert set(valid) == set(EPISODE_OPTIONS)
+    opts = episode_options("policy", seed=5, **valid)
+    assert all(opts.HasField(f.name) for f in pb.EpisodeOptions.DESCRIPTOR.fields if f.has_presence)
+    assert (opts.mode, opts.search, opts.seed) == (pb.PLANNER_MODE_POLICY, pb.SEARCH_KIND_HARD, 5)
+    assert [getattr(opts, k) for k in ("d_max", "temperature", "local_horizon", "sample_subgoal",
+                                       "prune_failed")] == [12.5, pytest.approx(0.7), 3.0, True, True]
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"mode": "greedy"}, r"mode must be one of \('l3p', 'naive', 'policy'\), got 'greedy'"),
+    ({"search": "dijkstra"}, "search must be one of"),
+    ({"d_max": -1.0}, "d_max must be a finite number > 0, got -1.0"),
+    ({"d_max": float("nan")}, "d_max must be a finite number"),
+    ({"local_horizon": -0.5}, "local_horizon must be a finite number >= 0"),
+    ({"temperature": 1e-9}, "temperature must be >= 1e-06"),
+    ({"sample_subgoal": 1}, "sample_subgoal must be a bool, got 1"),
+    ({"prune_failed": "yes"}, "prune_failed must be a bool"),
+    ({"seed": -1}, r"seed must be an integer in \[0, 2\*\*64\)"),
+    ({"seed": 1.5}, "seed must be an integer"),
+])
+def test_episode_options_are_checked_like_the_server(options, match):
+    with pytest.raises(ValueError, match=match):
+        episode_options(**options)
+
+
+def test_episode_options_ranges_are_the_planner_options():
+    for name in EPISODE_OPTIONS:
+        with pytest.raises(ValueError, match=re.escape(f"{name} must be {OPTIONS[name].expected}")):
+            episode_options(**{name: "not a value"})
+    with pytest.raises(TypeError, match="search_iterations"):  # a bundle default, not per episode
+        episode_options(search_iterations=3)
+    with pytest.raises(TypeError, match="unknown episode option"):
+        episode_options(dmax=3.0)
 
 
 def test_client_module_needs_no_torch_or_gymnasium():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from l3p.core import EpisodePlanner, LandmarkGraph
-from test_training_run import params, tiny_cfg
-from l3p.training.collector import CollectorError, CollectRequest, ProcessCollector, planned_actions, planner_config
+from l3p.training.collector import CollectorError, CollectRequest, ProcessCollector, planned_actions
 from l3p.training.trainer import Trainer
+from test_training_run import params, tiny_cfg
 
 
 def test_process_collector_gives_the_inline_run_exactly_and_resumes_exactly(tmp_path):
@@ -41,7 +41,7 @@ def test_batched_planner_steps_match_one_call_per_env(tmp_path):
     trainer = Trainer(tiny_cfg(3, collector="inline"), tmp_path)
     trainer.train(show_progress=False)
     agent, env = trainer.agent, trainer.eval_env
-    config = planner_config(agent.cfg).replace(local_horizon=0.0, d_max=1000.0)
+    config = agent.cfg.planner.replace(local_horizon=0.0, d_max=1000.0)
     graph = LandmarkGraph(agent.landmarks(), agent.value_fn)
     obs = env.reset(list(range(len(env))))
     goals = obs["desired_goal"]

@@ -8,6 +8,7 @@ from collections import deque
 import numpy as np
 import pytest
 
+from l3p.core import seeds
 from l3p.sim import mazes
 from l3p.clients.evaluate import add_eval_arguments, run_eval
 from l3p.sim.draw import draw_maze_episode, plot_maze_episode
@@ -26,7 +27,7 @@ def layout():
 
 @pytest.fixture(scope="module")
 def maze_bundle(tmp_path_factory):
-    from l3p.training.export import export_untrained_bundle
+    from bundles import export_untrained_bundle
 
     return export_untrained_bundle(tmp_path_factory.mktemp("maze") / MAZE, env_id=MAZE, n_landmarks=12)
 
@@ -90,7 +91,7 @@ def test_far_pairs_are_far_by_bfs_and_deterministic(layout):
     assert mazes.far_pairs(layout, 200, seed=124) != pairs
     # Held-out and validation lists differ from each other and from the training-time eval list.
     lists = [mazes.far_pairs(layout, 100, s) for s in
-             (mazes.FAR_PAIRS_HELD_OUT_SEED, mazes.FAR_PAIRS_VALIDATION_SEED, 2**30)]
+             (seeds.HELD_OUT, seeds.VALIDATION, seeds.TRAINING_EVAL)]
     assert lists[0] != lists[1] != lists[2]
     # The whole range of long paths is represented, up to the maze's 19-cell maximum.
     lengths = {reference_bfs(layout, s, g) for s, g in mazes.far_pairs(layout, 2000, seed=0)}
@@ -115,7 +116,7 @@ def test_reset_options_pin_start_and_goal_cells(layout):
 
 def test_maze_eval_over_a_real_server_on_far_pairs(maze_bundle, layout, tmp_path, capsys):
     out = tmp_path / "maze.json"
-    seed = 2_000_000_000
+    seed = seeds.HELD_OUT
     with serve(maze_bundle) as port:
         args = add_eval_arguments(argparse.ArgumentParser()).parse_args(
             ["--server", f"127.0.0.1:{port}", "--pairs", "far", "--episodes", "2", "--seed", str(seed),
@@ -207,3 +208,35 @@ def test_maze_video_is_a_top_down_mp4(maze_bundle, tmp_path):
     frames = video_frames(out)
     assert len(frames) == 801 and frames[0].shape == (64, 64, 3)  # one per step plus the final state
     assert frames[0].std() > 0
+
+
+def test_l3p_plot_landmarks_only_draws_the_served_graph(maze_bundle, tmp_path, capsys):
+    """From the bundle alone (no server): the graph is cut at the bundle's served d_max."""
+    from l3p.plot import add_plot_arguments, landmark_edges, run_plot
+    from l3p.serving.bundle import load_bundle
+
+    def plot(*extra):
+        out = tmp_path / f"landmarks{len(extra)}.png"
+        args = add_plot_arguments(argparse.ArgumentParser()).parse_args(
+            ["--bundle", str(maze_bundle), "--landmarks-only", "--out", str(out), *extra])
+        assert run_plot(args) == 0
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+        return out
+
+    bundle = load_bundle(maze_bundle)
+    served = bundle.planner_defaults
+    plot()
+    assert f"graph at d_max {served.d_max:g} (served)" in capsys.readouterr().out
+    plot("--planner", "l3p@d_max=3")
+    assert "graph at d_max 3 (override)" in capsys.readouterr().out
+
+    # The drawn block is the server's graph for any goal: edges are cut column by column.
+    from l3p.core import pairwise_graph
+
+    n = len(bundle.landmarks)
+    edges = landmark_edges(bundle, served)
+    for goal in (bundle.landmarks[-1], bundle.landmarks.mean(axis=0)):
+        full = pairwise_graph(bundle.landmarks, goal, bundle.value_fn, served.d_max, served.adaptive_cut)
+        np.testing.assert_array_equal(edges, full[:n, :n])
+    strict = landmark_edges(bundle, served.replace(adaptive_cut=False))
+    assert np.all(strict[np.isfinite(strict)] <= served.d_max)

@@ -97,7 +97,7 @@ def test_runner_reports_an_unreachable_server(monkeypatch, capsys):
 def _rendering_probe() -> str | None:
     """Why offscreen rendering fails here, or None. In a subprocess: a GL driver that cannot
     initialize may abort the process, which must skip the test, not crash the run."""
-    code = ("import sys; from l3p.clients.runner import rendering_unavailable; "
+    code = ("import sys; from l3p.sim.envs import rendering_unavailable; "
             "r = rendering_unavailable('FetchPush-v4'); print(r or ''); sys.exit(1 if r else 0)")
     try:
         probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

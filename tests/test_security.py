@@ -1,7 +1,7 @@
 """TLS, mutual TLS, bearer tokens, session ownership and bundle pinning, against real servers.
 
 Certificates come from the shipped deploy/tls/make-certs.sh (conftest.tls_dir); the servers are
-`python -m serving.server` subprocesses.
+`python -m l3p.serving` subprocesses.
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def test_under_mutual_tls_a_session_belongs_to_the_certificate(mtls_server, tls_
 
 def serve_once(bundle: Path, *args: str) -> subprocess.CompletedProcess:
     """Runs the server with arguments it must refuse; it exits without serving."""
-    return subprocess.run([sys.executable, "-m", "l3p.serving.server", "--bundle", str(bundle), "--port", "0", *args],
+    return subprocess.run([sys.executable, "-m", "l3p.serving", "--bundle", str(bundle), "--port", "0", *args],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
 
 

@@ -6,6 +6,7 @@ End-to-end tests against the real server process are in test_server_e2e.py.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import logging
@@ -21,9 +22,13 @@ import pytest
 
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.core import EPISODE_OPTIONS, PlannerConfig
+from l3p.serving.args import DEFAULT_BATCH_DELAY_US, add_serve_arguments
 from l3p.serving.bundle import BundleError, bundle_digest, load_bundle, session_options
-from l3p.core import PlannerConfig
-from l3p.serving.server import DEFAULT_BATCH_DELAY_US, JsonFormatter, PlannerServer, add_serve_arguments
+from l3p.serving.logs import JsonFormatter
+from l3p.serving.mapping import episode_config
+from l3p.serving.errors import InvalidRequestError
+from l3p.serving.server import PlannerServer
 from l3p.serving.sessions import SessionLimitError, SessionNotFoundError, SessionStore
 
 # ---------------------------------------------------------------------------- bundle loader
@@ -205,17 +210,20 @@ def test_store_reaper_expires_in_the_background():
     clock = FakeClock()
     store = SessionStore(ttl_s=1, max_sessions=4, clock=clock)
     store.add("x")
-    stop = threading.Event()
-    reaper = threading.Thread(target=store.run_reaper, args=(stop, 0.01))
-    reaper.start()
-    clock.now += 2
-    for _ in range(500):
-        if len(store) == 0:
-            break
-        threading.Event().wait(0.01)
-    stop.set()
-    reaper.join(5)
-    assert len(store) == 0 and not reaper.is_alive()
+
+    async def reap() -> asyncio.Task:
+        reaper = asyncio.create_task(store.reap(0.01))
+        clock.now += 2
+        for _ in range(500):
+            if len(store) == 0:
+                break
+            await asyncio.sleep(0.01)
+        reaper.cancel()
+        await asyncio.gather(reaper, return_exceptions=True)
+        return reaper
+
+    reaper = asyncio.run(reap())
+    assert len(store) == 0 and reaper.cancelled()
 
 
 def test_store_is_thread_safe():
@@ -253,16 +261,15 @@ class Exploding:
 def test_a_handler_bug_answers_internal_not_unknown(untrained_bundle, caplog):
     caplog.set_level(logging.INFO, logger="l3p.serving")
     bundle = dataclasses.replace(load_bundle(untrained_bundle), distance=Exploding())
-    server = PlannerServer(bundle)
-    server.start()
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+    goal = bundle.landmarks[0].tolist()
+    obs = [0.0] * bundle.obs_dim
+
+    async def drive(server: PlannerServer) -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             stub = pb_grpc.PlannerStub(channel)
-            goal = bundle.landmarks[0].tolist()
-            session_id = stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=10).session_id
-            obs = [0.0] * bundle.obs_dim
+            started = await stub.StartEpisode(pb.StartEpisodeRequest(goal=goal), timeout=10)
             with pytest.raises(grpc.RpcError) as error:  # the first step re-plans: distance.onnx
-                stub.Act(pb.ActRequest(session_id=session_id, observation=obs), timeout=10)
+                await stub.Act(pb.ActRequest(session_id=started.session_id, observation=obs), timeout=10)
             assert error.value.code() == grpc.StatusCode.INTERNAL
             assert error.value.details() == "internal error in Act; see server log"
 
@@ -272,21 +279,57 @@ def test_a_handler_bug_answers_internal_not_unknown(untrained_bundle, caplog):
                 timeout=10,
             )
             with pytest.raises(grpc.RpcError) as error:
-                list(stream)
+                [response async for response in stream]
             assert error.value.code() == grpc.StatusCode.INTERNAL
 
             # Other sessions and methods are unaffected.
-            assert stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10).obs_dim == 10
-        sample = server.metrics.registry.get_sample_value
-        assert sample("l3p_errors_total", {"code": "INTERNAL"}) == 2
-        # The log has what the client was not told: the bug's traceback, once per call.
-        bugs = [r for r in caplog.records if r.getMessage() == "internal_error"]
-        assert [r.fields["method"] for r in bugs] == ["Act", "Control"]
-        assert all(r.levelno == logging.ERROR and r.exc_info[0] is RuntimeError for r in bugs)
-        assert "boom: a bug deep inside inference" in JsonFormatter().format(bugs[0])
-    finally:
-        server.stop(None)
-        server.wait_for_termination()
+            info = await stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+            assert info.obs_dim == 10
+
+    async def run() -> PlannerServer:
+        server = PlannerServer(bundle)
+        await server.start()
+        try:
+            await drive(server)
+        finally:
+            await server.stop(None)
+            await server.wait_for_termination()
+        return server
+
+    server = asyncio.run(run())
+    sample = server.metrics.registry.get_sample_value
+    assert sample("l3p_errors_total", {"code": "INTERNAL"}) == 2
+    # The log has what the client was not told: the bug's traceback, once per call.
+    bugs = [r for r in caplog.records if r.getMessage() == "internal_error"]
+    assert [r.fields["method"] for r in bugs] == ["Act", "Control"]
+    assert all(r.levelno == logging.ERROR and r.exc_info[0] is RuntimeError for r in bugs)
+    assert "boom: a bug deep inside inference" in JsonFormatter().format(bugs[0])
+
+
+# ------------------------------------------------------------------- proto <-> planner options
+
+
+def test_episode_options_are_the_per_episode_planner_options():
+    """One of each name: the proto's EpisodeOptions carries exactly the core's per-episode options
+    (plus mode and seed), so the server reads every one of them."""
+    assert set(pb.EpisodeOptions.DESCRIPTOR.fields_by_name) == {"mode", "seed", *EPISODE_OPTIONS}
+
+
+def test_episode_config_from_options():
+    defaults = PlannerConfig()
+    assert episode_config(pb.EpisodeOptions(), defaults) == (defaults, None)
+    options = pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, search=pb.SEARCH_KIND_HARD, d_max=12.5,
+                                temperature=3.0, local_horizon=0.0, sample_subgoal=True,
+                                prune_failed=True, seed=7)
+    config, seed = episode_config(options, defaults)
+    assert seed == 7
+    assert config == defaults.replace(mode="naive", search="hard", d_max=12.5, temperature=3.0,
+                                      local_horizon=0.0, sample_subgoal=True, prune_failed=True)
+    with pytest.raises(InvalidRequestError, match="options.mode is 9, not a known PlannerMode; expected "
+                       "one of PLANNER_MODE_L3P, PLANNER_MODE_NAIVE, PLANNER_MODE_POLICY"):
+        episode_config(pb.EpisodeOptions(mode=9), defaults)
+    with pytest.raises(InvalidRequestError, match="options.d_max must be"):
+        episode_config(pb.EpisodeOptions(d_max=-1.0), defaults)
 
 
 def test_json_log_lines():

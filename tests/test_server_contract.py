@@ -1,4 +1,4 @@
-"""The server's contract under many robots and odd clients (issue 9), against the real server
+"""The server's contract under many robots and odd clients, against the real server
 process: its own thread pools, batched == sequential actions, action bounds, the unreachable
 value of landmark_to_goal, starts whose answer was never delivered, subnormal temperatures,
 malformed bodies, and health watches at shutdown.
@@ -50,7 +50,7 @@ def test_the_server_caps_its_own_thread_pools_without_thread_variables(untrained
             run_unary(pb_grpc.PlannerStub(channel), seed=1, steps=3)
     # The same environment without the cap: numpy's BLAS would size its pool by the cores.
     uncapped = subprocess.run(
-        [sys.executable, "-c", "import json, serving.threads as t; print(json.dumps(t.blas_pool_sizes()))"],
+        [sys.executable, "-c", "import json, l3p.serving.threads as t; print(json.dumps(t.blas_pool_sizes()))"],
         env=env, cwd=REPO, capture_output=True, text=True, check=True,
     )
     if (os.cpu_count() or 1) > 1:

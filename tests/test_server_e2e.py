@@ -1,4 +1,4 @@
-"""End-to-end tests: the real server (`python -m serving.server`) in a subprocess, over gRPC.
+"""End-to-end tests: the real server (`python -m l3p.serving`) in a subprocess, over gRPC.
 
 The bundle comes from untrained networks, so episodes run against a stand-in world: the
 observation's first goal_dim entries are the gripper position and move by 0.05 x action.
@@ -33,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from l3p.serving.local_server import LocalServer
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.protos.mapping import MODE_ENUM, SEARCH_ENUM
 from l3p.serving.bundle import load_bundle
 from l3p.core import EpisodePlanner, PlannerConfig
 
@@ -192,6 +193,11 @@ def test_model_info_matches_the_manifest(stub, untrained_bundle):
     assert info.defaults.local_horizon == planner["local_horizon"]
     assert info.defaults.mode == pb.PLANNER_MODE_L3P and info.defaults.search == pb.SEARCH_KIND_SOFT
     assert info.defaults.prune_failed == planner["prune_failed"]
+    assert (info.defaults.mode, info.defaults.search) == (MODE_ENUM[planner["mode"]], SEARCH_ENUM[planner["search"]])
+    # Every default the proto carries is filled and checked above.
+    assert {field.name for field in pb.PlannerDefaults.DESCRIPTOR.fields} == {
+        "n_landmarks", "d_max", "temperature", "search_iterations", "local_horizon", "mode", "search",
+        "prune_failed"}
     assert json.loads(info.provenance_json) == manifest["provenance"]
 
 
@@ -569,8 +575,9 @@ def test_streams_cost_no_thread_and_past_the_session_limit_are_refused_not_stall
         wait_until(lambda: served.live_sessions() == 0, "every stream's session to be freed")
 
 
-def test_a_server_started_by_local_server_exits_when_its_parent_is_killed(untrained_bundle):
-    """No orphaned servers: SIGKILL the supervising process and its server shuts down."""
+def test_a_server_started_by_local_server_exits_when_its_parent_is_killed(untrained_bundle, tmp_path):
+    """No orphaned servers: SIGKILL the supervising process and its server shuts down. (Run from
+    outside the source tree: the installed package is all it needs.)"""
     supervisor = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time\n"
@@ -580,7 +587,7 @@ def test_a_server_started_by_local_server_exits_when_its_parent_is_killed(untrai
          "print(server.proc.pid, flush=True)\n"
          "time.sleep(120)\n",
          str(untrained_bundle)],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        cwd=tmp_path, stdout=subprocess.PIPE, text=True,
     )
     server_pid = int(supervisor.stdout.readline())
     supervisor.kill()
@@ -604,7 +611,7 @@ def test_reflection_lists_the_services(stub, server):
     services = set(database.get_services())
     assert {"l3p.v1.Planner", "grpc.health.v1.Health"} <= services
     symbol = database.FindFileContainingSymbol("l3p.v1.Planner")
-    assert symbol.name == "protos/l3p_planner.proto"
+    assert symbol.name == "l3p/protos/l3p_planner.proto"  # its import path in the l3p package
 
 
 def refused(stub) -> bool:
@@ -676,8 +683,8 @@ def test_a_broken_bundle_exits_with_one_line(untrained_bundle, tmp_path, breakag
         manifest["format_version"] = 99
         (broken / "manifest.json").write_text(json.dumps(manifest))
     result = subprocess.run(
-        [sys.executable, "-m", "l3p.serving.server", "--bundle", str(broken), "--port", "0"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
+        [sys.executable, "-m", "l3p.serving", "--bundle", str(broken), "--port", "0"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert result.returncode != 0
     assert "L3P_SERVER_READY" not in result.stdout

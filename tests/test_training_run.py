@@ -310,9 +310,8 @@ def test_action_bounds_other_than_one(tmp_path):
 def test_planned_episode_subgoals_match_between_torch_and_the_onnx_bundle(trained, tmp_path):
     """One planned episode: the same observations through torch callables and through the exported
     bundle (onnxruntime) give the same subgoal sequence, counters and re-plans."""
-    from l3p.serving.bundle import load_bundle
     from l3p.core import EpisodePlanner
-    from l3p.training.trainer import planner_config
+    from l3p.serving.bundle import load_bundle
 
     agent = trained.agent
     bundle = load_bundle(export_bundle(agent, tmp_path / "b", trained.provenance()))
@@ -322,8 +321,7 @@ def test_planned_episode_subgoals_match_between_torch_and_the_onnx_bundle(traine
     goal = obs["desired_goal"][0]
     # Sampled subgoals at a high temperature, so the episode visits several landmarks: both planners
     # draw from the same seeded stream and must agree on every pick.
-    config = planner_config(agent.cfg).replace(local_horizon=0.0, d_max=1000.0, sample_subgoal=True,
-                                               temperature=20.0)
+    config = agent.cfg.planner.replace(local_horizon=0.0, d_max=1000.0, sample_subgoal=True, temperature=20.0)
     torch_planner = EpisodePlanner(agent.landmarks(), goal, agent.value_fn, config, seed=1)
     onnx_planner = EpisodePlanner(bundle.landmarks, goal, bundle.value_fn, config, seed=1)
     np.testing.assert_allclose(onnx_planner.landmark_to_goal, torch_planner.landmark_to_goal, atol=1e-3)
@@ -350,3 +348,17 @@ def test_target_networks_follow_their_schedule(tmp_path):
         trainer.train(show_progress=False)
         assert agent.optimizer_steps == 12 and len(count) == expected
         assert count == ([4, 8, 12] if every is None else [2, 4, 6, 8, 10, 12])
+
+
+def test_landmark_picture_next_to_the_bundle_uses_the_served_d_max(trained, tmp_path, monkeypatch):
+    """The picture beside a bundle draws the graph the bundle serves (its d_max after --planner),
+    not the training run's."""
+    import l3p.training.commands as commands
+
+    drawn = []
+    real = commands.plot_landmarks
+    monkeypatch.setattr(commands, "plot_landmarks", lambda *a, **kw: (drawn.append(a), real(*a, **kw))[1])
+    bundle = export_bundle(trained.agent, tmp_path / "b", trained.provenance(), planner_overrides={"d_max": 7.5})
+    commands._add_plots(trained.run_dir, bundle, trained.agent)
+    assert trained.cfg.planner.d_max == 15.0 and drawn[0][6] == 7.5 and "served d_max 7.5" in drawn[0][3]
+    assert (bundle / "landmarks.png").stat().st_size > 1000 and (bundle / "progress.csv").is_file()

@@ -137,7 +137,7 @@ class L3PAgent:
             f.exception()  # blocks until done; the losses (or the error) stay for drain()
 
     def cluster_work(self, replay, rng: np.random.Generator) -> ClusterWork:
-        """The cluster part of the next optimizer step (ALGORITHM.md §2: two independent schedules, a
+        """The cluster part of the next optimizer step (two independent schedules: a
         fresh GLS batch every ``cluster_refresh_every`` optimizer steps, a step every ``cluster_every``)."""
         if not self.clusters_ready:
             return ClusterWork()

@@ -25,18 +25,10 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from l3p.core import DISTANCE, EpisodePlanner, LandmarkGraph, PlannerConfig
-from l3p.training.config import TrainConfig
+from l3p.core import DISTANCE, EpisodePlanner, LandmarkGraph
+from l3p.core.seeds import TRAIN_HIGH
 from l3p.sim.envs import VecGoalEnv
-
-# Training episodes draw env seeds below 2**30 (evaluation uses the ranges above, see trainer.py).
-TRAIN_SEED_HIGH = 2**30
-
-
-def planner_config(cfg: TrainConfig, mode: str = "l3p") -> PlannerConfig:
-    return PlannerConfig(mode=mode, d_max=cfg.d_max, temperature=cfg.temperature, search=cfg.search,
-                         search_iterations=cfg.search_iterations, local_horizon=cfg.local_horizon,
-                         counter_extra=cfg.counter_extra, prune_failed=cfg.prune_failed)
+from l3p.training.config import TrainConfig
 
 
 @dataclass
@@ -99,7 +91,7 @@ def collect(agent, env: VecGoalEnv, cfg: TrainConfig, request: CollectRequest) -
     obs_buf = np.zeros((n, T + 1, spec.obs_dim), np.float32)
     ag_buf = np.zeros((n, T + 1, spec.goal_dim), np.float32)
     act_buf = np.zeros((n, T, spec.action_dim), np.float32)
-    obs = env.reset(rng.integers(0, TRAIN_SEED_HIGH, n).tolist())
+    obs = env.reset(rng.integers(0, TRAIN_HIGH, n).tolist())
     goal = obs["desired_goal"].copy()
     low, high = np.asarray(spec.action_low, np.float32), np.asarray(spec.action_high, np.float32)
 
@@ -108,7 +100,7 @@ def collect(agent, env: VecGoalEnv, cfg: TrainConfig, request: CollectRequest) -
     if request.nodes is not None and not request.warmup:
         # The nodes are the same for every planned env: their landmark-landmark block is solved once.
         graph = LandmarkGraph(request.nodes, agent.value_fn)
-        pcfg = planner_config(cfg).replace(sample_subgoal=True, prune_failed=False)
+        pcfg = cfg.planner.replace(sample_subgoal=True, prune_failed=False)
         planned = np.flatnonzero(rng.random(n) < cfg.plan_eps).tolist()
         planners = [EpisodePlanner(graph, goal[i], agent.value_fn, pcfg, seed=int(rng.integers(2**31)))
                     for i in planned]

@@ -1,15 +1,24 @@
 """Typed training configuration with per-environment presets.
 
-Defaults start from the L3P authors' settings (see shared ALGORITHM.md §5) and are scaled to a
-2-core machine: fewer parallel envs, smaller batches, fewer updates per transition. Every run
-writes its exact config next to its outputs (``config.json``), and the bundle manifest copies it.
+Defaults start from the L3P authors' settings and are scaled to a 2-core machine: fewer parallel
+envs, smaller batches, fewer updates per transition. Every run writes its exact config next to its
+outputs (``config.json``), and the bundle manifest copies it.
+
+The training-time planner is a `PlannerConfig` (``planner``); its options are also accepted as
+top-level keys (``d_max=30`` in `TrainConfig.from_dict`, `TrainConfig.replace` and
+``l3p train --set``), which is how configs written before it was nested store them.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from l3p.core.config import PlannerConfig
+
+PLANNER_KEYS = tuple(f.name for f in dataclasses.fields(PlannerConfig) if f.name != "mode")
+"""Planner options accepted as top-level config keys (the mode is chosen per use, not configured)."""
 
 
 @dataclass
@@ -73,21 +82,16 @@ class TrainConfig:
     plan_eps: float = 0.5              # fraction of episodes collected with the planner
     extra_landmarks: int = 20          # GLS replay goals added as temporary nodes at train time
 
-    # --- planner defaults written to the bundle ---
-    d_max: float = 15.0
-    temperature: float = 1.1
-    search: str = "soft"
-    search_iterations: int = 20
-    local_horizon: float = 10.0
-    counter_extra: int = 1
-    # Served and evaluated with it; training's own planned episodes follow Algorithm 1 without it.
-    prune_failed: bool = False
+    # --- the planner: training's planned episodes and evaluation use it; the bundle serves it ---
+    # (its prune_failed is served and evaluated with; training's own planned episodes follow
+    # Algorithm 1 without it, and sample their subgoals).
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
 
     # --- evaluation, logging, checkpoints ---
     eval_every_cycles: int = 25
     eval_episodes: int = 20
     # "random": the env's own start/goal distribution; "far": maze start/goal cells >= eval_min_cells
-    # apart by BFS (clients/mazes.py), over the env's full episode length (the paper's maze test).
+    # apart by BFS (sim/mazes.py), over the env's full episode length (the paper's maze test).
     eval_pairs: str = "random"
     eval_min_cells: int = 10
     checkpoint_every_cycles: int = 25
@@ -99,19 +103,41 @@ class TrainConfig:
             raise ValueError(f"eval_pairs must be 'random' or 'far', got {self.eval_pairs!r}")
         if self.max_episode_steps is not None and self.max_episode_steps < 2:
             raise ValueError(f"max_episode_steps must be >= 2 or null, got {self.max_episode_steps!r}")
+        if not isinstance(self.planner, PlannerConfig):
+            raise TypeError(f"planner must be a PlannerConfig, got {type(self.planner).__name__}")
+        self.planner.validate()
+        if self.planner.mode != "l3p":
+            raise ValueError("planner.mode is chosen per use (evaluation runs policy and l3p); "
+                             "set a bundle's served mode with l3p export --planner mode=...")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        """The config ``to_dict`` wrote, or the older flat form (planner options at the top level);
+        top-level planner options override the ``planner`` block's."""
+        data = dict(data)
+        planner = data.pop("planner", {})
+        if isinstance(planner, PlannerConfig):
+            planner = dataclasses.asdict(planner)
+        planner = {**planner, **{k: data.pop(k) for k in PLANNER_KEYS if k in data}}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown config keys: {', '.join(unknown)}")
-        return cls(**data)
+        try:
+            planner_config = PlannerConfig(**planner)
+        except TypeError:
+            fields = {f.name for f in dataclasses.fields(PlannerConfig)}
+            raise ValueError(f"unknown planner keys: {', '.join(sorted(set(planner) - fields))}") from None
+        return cls(**data, planner=planner_config)
 
     def replace(self, **overrides: Any) -> "TrainConfig":
+        """A copy with ``overrides``; planner options (``d_max=30``) go to the planner."""
+        planner = {k: overrides.pop(k) for k in PLANNER_KEYS if k in overrides}
+        if planner:
+            overrides["planner"] = overrides.get("planner", self.planner).replace(**planner)
         return dataclasses.replace(self, **overrides)
 
     def dumps(self) -> str:
@@ -165,7 +191,7 @@ PRESETS: dict[str, TrainConfig] = {
     ),
     # The paper's maze protocol: short training episodes (goals from random cells, so the policy
     # learns short-range reaching only) and evaluation on far start/goal pairs (>= 10 cells by BFS)
-    # over the env's full 800 steps. Authors' PointMaze settings (ALGORITHM.md §7) unless noted:
+    # over the env's full 800 steps. The authors' PointMaze settings unless noted:
     # gamma 0.98 / clip 80, noise 0.2 / random 0.2, HER 0.85 over 80 steps, batch 512,
     # 50 landmarks, planning after 500 episodes.
     # Deliberate changes, each measured here:
@@ -192,15 +218,16 @@ PRESETS: dict[str, TrainConfig] = {
         warmup_episodes=100, noise_eps=0.2, random_eps=0.2, updates_per_cycle=100, batch_size=512,
         buffer_episodes=10_000, relabel_p=0.85, future_step=80, gamma=0.98, clip_return=80.0,
         action_l2=0.05, polyak=0.95, target_update_every=10, n_landmarks=50, extra_landmarks=50,
-        planning_start_episodes=500, plan_eps=0.5, d_max=40.0, local_horizon=20.0, prune_failed=True, eval_pairs="far",
+        planning_start_episodes=500, plan_eps=0.5, eval_pairs="far",
+        planner=PlannerConfig(d_max=40.0, local_horizon=20.0, prune_failed=True),
         eval_every_cycles=50, eval_episodes=20, checkpoint_every_cycles=50,
     ),
 }
 
 
 def preset(env_id: str) -> TrainConfig:
-    """The preset for ``env_id``; raises ``KeyError`` with the known ids listed."""
+    """The preset for ``env_id``, or the defaults for an env without one (e.g. a user's own goal
+    env, ``package.module:EnvClass``); whether the env exists is checked when it is made."""
     if env_id not in PRESETS:
-        known = ", ".join(sorted(PRESETS))
-        raise KeyError(f"unknown env id {env_id!r}; known: {known}")
+        return TrainConfig(env_id=env_id)
     return dataclasses.replace(PRESETS[env_id])

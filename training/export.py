@@ -12,8 +12,10 @@ import hashlib
 import io
 import json
 import shutil
+import re
 import subprocess
 import warnings
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +24,13 @@ import onnxruntime as ort
 import torch
 from onnx import helper, numpy_helper
 
+from l3p.core.bundle_format import FORMAT, FORMAT_VERSION, GRAPHS, MANIFEST, graph_file
+from l3p.core.errors import L3PError
+from l3p.core.names import DISTRIBUTION, OPTIONS
+from l3p.sim.envs import env_spec, make_env
 from l3p.training.agent import L3PAgent
-from l3p.training.config import TrainConfig, preset
-from l3p.sim.envs import VecGoalEnv, env_spec, make_env
-from l3p.training.trainer import planner_config
+from l3p.training.config import TrainConfig
 
-FORMAT, FORMAT_VERSION = "l3p-bundle", 1
 OPSET = 17
 # float32 graphs: |onnx - torch| <= ATOL + RTOL * |torch| (distances reach hundreds of steps, where
 # float32 rounding alone is ~1e-5 relative).
@@ -35,11 +38,11 @@ PARITY_ATOL = 1e-4
 PARITY_RTOL = 1e-5
 
 
-class BundleExistsError(FileExistsError):
+class BundleExistsError(L3PError):
     """The output directory exists and ``force`` was not given."""
 
 
-class ExportError(RuntimeError):
+class ExportError(L3PError):
     """The agent cannot make a servable bundle (e.g. no landmarks yet); nothing was written."""
 
 
@@ -71,12 +74,35 @@ def _landmarks_graph(landmarks: np.ndarray, path: Path) -> None:
 
 
 def code_version() -> str:
+    """The installed distribution's version, plus ``git describe`` when running from a source
+    checkout of this project (an installed wheel has no git history to describe)."""
+    try:
+        version = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    checkout = _source_checkout()
+    if checkout is None:
+        return version
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or "unknown"
+                             cwd=checkout)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return version
+    described = out.stdout.strip()
+    return f"{version} (git {described})" if out.returncode == 0 and described else version
+
+
+def _source_checkout() -> Path | None:
+    """The project folder this package runs from, if it is a git checkout of this project: the
+    package folder's parent holds .git and a pyproject.toml naming this distribution."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        pyproject = (root / "pyproject.toml").read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    # A line match, not a TOML parse: tomllib is not in Python 3.10.
+    named = re.search(rf'^name\s*=\s*"{re.escape(DISTRIBUTION)}"\s*$', pyproject, re.MULTILINE)
+    return root if named and (root / ".git").exists() else None
 
 
 def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool = False,
@@ -84,13 +110,19 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
     """Write the bundle. ``planner_overrides`` change the served planner defaults (validated; recorded
     in the provenance), e.g. a local horizon chosen on validation episodes. ``landmarks`` replace
     the decoded cluster centroids (e.g. `gls_landmarks`); the provenance should say so."""
-    cfg, spec = agent.cfg, agent.spec
+    cfg = agent.cfg
     if landmarks is None and not agent.clusters_ready:
         raise ExportError("the run has no landmarks yet (planning had not started); train longer "
                           f"(planning starts after {cfg.planning_start_episodes} episodes) or resume the run")
-    planner = planner_config(cfg)
+    planner = cfg.planner
     if planner_overrides:
-        planner = planner.replace(**planner_overrides)  # ValueError / TypeError name the field
+        unknown = sorted(set(planner_overrides) - set(OPTIONS))
+        if unknown:
+            raise ExportError(f"unknown planner option {', '.join(unknown)}; options: {', '.join(OPTIONS)}")
+        try:
+            planner = planner.replace(**planner_overrides)
+        except ValueError as exc:  # names the option and its range
+            raise ExportError(f"bad planner override: {exc}") from None
         provenance = {**provenance, "planner_overrides": planner_overrides}
     out_dir = Path(out_dir)
     if out_dir.exists() and not force:
@@ -117,23 +149,23 @@ def _write_bundle(agent: L3PAgent, out_dir: Path, planner, provenance: dict, lan
 
     obs = torch.zeros(1, spec.obs_dim)
     goal = torch.zeros(1, spec.goal_dim)
-    _export_graph(agent.actor, (obs, goal), ["obs", "goal"], ["action"], out_dir / "actor.onnx")
-    _export_graph(agent.pi_distance, (obs, goal), ["obs", "goal"], ["distance", "action"], out_dir / "distance.onnx")
-    _export_graph(agent.value, (goal, goal), ["goal_a", "goal_b"], ["value"], out_dir / "value.onnx")
-    _landmarks_graph(landmarks, out_dir / "landmarks.onnx")
+    path = {name: out_dir / graph_file(name) for name in GRAPHS}
+    _export_graph(agent.actor, (obs, goal), ["obs", "goal"], ["action"], path["actor"])
+    _export_graph(agent.pi_distance, (obs, goal), ["obs", "goal"], ["distance", "action"], path["distance"])
+    _export_graph(agent.value, (goal, goal), ["goal_a", "goal_b"], ["value"], path["value"])
+    _landmarks_graph(landmarks, path["landmarks"])
 
-    names = ("actor", "distance", "value", "landmarks")
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "env_id": spec.env_id,
         "dims": {"obs": spec.obs_dim, "goal": spec.goal_dim, "action": spec.action_dim},
         "action_low": list(spec.action_low), "action_high": list(spec.action_high),
         "gamma": cfg.gamma, "n_landmarks": int(landmarks.shape[0]),
         "planner": dataclasses.asdict(planner),
-        "files": {n: {"path": f"{n}.onnx", "sha256": sha256(out_dir / f"{n}.onnx")} for n in names},
+        "files": {n: {"path": graph_file(n), "sha256": sha256(path[n])} for n in GRAPHS},
         "provenance": {**provenance, "code_version": code_version(),
                        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
     }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, allow_nan=False, default=_json_default))
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False, default=_json_default))
     check_parity(agent, out_dir, landmarks=landmarks)
 
 
@@ -157,8 +189,8 @@ def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (
     rng = np.random.default_rng(seed)
     spec = agent.spec
     worst = 0.0
-    sess = {n: ort.InferenceSession(str(Path(bundle) / f"{n}.onnx"), providers=["CPUExecutionProvider"])
-            for n in ("actor", "distance", "value", "landmarks")}
+    sess = {n: ort.InferenceSession(str(Path(bundle) / graph_file(n)), providers=["CPUExecutionProvider"])
+            for n in GRAPHS}
     o_mean, o_std = agent.o_norm.mean.numpy(), agent.o_norm.std.numpy()
     g_mean, g_std = agent.g_norm.mean.numpy(), agent.g_norm.std.numpy()
     for b in batch_sizes:
@@ -189,29 +221,3 @@ def agent_from_checkpoint(state: dict) -> L3PAgent:
     agent.load_state_dict(state["agent"])
     return agent
 
-
-def export_untrained_bundle(out_dir: Path, env_id: str = "FetchReach-v4", n_landmarks: int = 16, seed: int = 0) -> Path:
-    """A valid bundle from untrained networks, for tests and benchmarks of serving.
-
-    Normalizer statistics come from a few random-action episodes of the real env, and the landmarks
-    are GLS-spread achieved goals of those episodes, so inputs and nodes are in the env's ranges."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    cfg = preset(env_id).replace(n_landmarks=n_landmarks, seed=seed)
-    env = VecGoalEnv(env_id, 2)
-    spec = env.spec
-    agent = L3PAgent(cfg, spec)
-    obs = env.reset([seed, seed + 1])
-    seen_obs, seen_goals = [obs["observation"]], [obs["achieved_goal"], obs["desired_goal"]]
-    for _ in range(2 * spec.max_steps):
-        obs, _ = env.step(rng.uniform(spec.action_low, spec.action_high, (2, spec.action_dim)).astype(np.float32))
-        seen_obs.append(obs["observation"])
-        seen_goals += [obs["achieved_goal"], obs["desired_goal"]]
-    env.close()
-    goals = np.concatenate(seen_goals)
-    agent.o_norm.update(np.concatenate(seen_obs))
-    agent.g_norm.update(goals)
-    agent.init_clusters(goals + 0.05 * rng.standard_normal(goals.shape).astype(np.float32), rng)
-    provenance = {"command": "export_untrained_bundle", "config": cfg.to_dict(), "env_steps": 0,
-                  "optimizer_steps": 0, "wall_time_s": 0.0, "seed": seed, "success": {}, "untrained": True}
-    return export_bundle(agent, Path(out_dir), provenance, force=True)

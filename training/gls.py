@@ -1,4 +1,4 @@
-"""Greedy Latent Sparsification: farthest-point sampling in latent space (ALGORITHM.md §2)."""
+"""Greedy Latent Sparsification: farthest-point sampling in latent space."""
 from __future__ import annotations
 
 import numpy as np

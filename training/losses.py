@@ -1,4 +1,4 @@
-"""The L3P losses, each a pure function of networks and a batch of tensors (ALGORITHM.md §1)."""
+"""The L3P losses, each a pure function of networks and a batch of tensors."""
 from __future__ import annotations
 
 import torch

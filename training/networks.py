@@ -1,4 +1,4 @@
-"""The learned pieces of L3P (ALGORITHM.md §1), as small torch modules.
+"""The learned pieces of L3P ("World Model as a Graph", ICML 2021), as small torch modules.
 
 - ``Actor`` π(s, g) → action (tanh × action max).
 - ``DistanceCritic`` D(s, a, g) ≥ 0 in steps; Q = −(1 − γ^D)/(1 − γ) is derived, never learned.

@@ -18,8 +18,6 @@ import csv
 import dataclasses
 import os
 import platform
-import shlex
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,26 +28,22 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from l3p.sim import mazes
 from l3p.core import EpisodePlanner, LandmarkGraph
-from l3p.training.agent import L3PAgent
-from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, planned_actions,
-                                planner_config)
-from l3p.training.config import TrainConfig
-from l3p.sim.envs import VecGoalEnv
-from l3p.training.replay import EpisodeReplay
+from l3p.core.errors import L3PError
+from l3p.core.seeds import TRAINING_EVAL
+from l3p.sim import mazes
 from l3p.sim.draw import plot_landmarks, plot_learning_curve
+from l3p.sim.envs import VecGoalEnv
+from l3p.training.agent import L3PAgent
+from l3p.training.collector import CollectRequest, Episodes, InlineCollector, ProcessCollector, planned_actions
+from l3p.training.config import TrainConfig
+from l3p.training.replay import EpisodeReplay
 
 CHECKPOINT = "checkpoint.pt"
 REPLAY = "replay.npz"
-# Seed ranges: training episodes draw env seeds below 2**30 (collector.TRAIN_SEED_HIGH); in-training
-# evaluation uses the 2**30 + i range; held-out evaluation (the demo, reported results) starts at
-# 2_000_000_000.
-EVAL_SEED_BASE = 2**30
-HELD_OUT_SEED_BASE = 2_000_000_000
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(L3PError):
     """A checkpoint that is missing, unreadable or from another config."""
 
 
@@ -63,7 +57,7 @@ class Progress:
 
 
 def eval_episodes_spec(cfg: TrainConfig, env: VecGoalEnv, episodes: int,
-                       seed_base: int = EVAL_SEED_BASE) -> list[tuple[int, dict | None]]:
+                       seed_base: int = TRAINING_EVAL) -> list[tuple[int, dict | None]]:
     """(env seed, reset options) per evaluation episode: the env's own start/goal draw, or fixed
     far maze pairs (``cfg.eval_pairs == "far"``) from a list seeded by ``seed_base``."""
     seeds = [seed_base + i for i in range(episodes)]
@@ -73,10 +67,10 @@ def eval_episodes_spec(cfg: TrainConfig, env: VecGoalEnv, episodes: int,
     return [(s, mazes.reset_options(p)) for s, p in zip(seeds, pairs)]
 
 
-def evaluate(agent: L3PAgent, env: VecGoalEnv, episodes: int, mode: str, seed_base: int = EVAL_SEED_BASE) -> float:
+def evaluate(agent: L3PAgent, env: VecGoalEnv, episodes: int, mode: str, seed_base: int = TRAINING_EVAL) -> float:
     """Success rate over ``episodes`` fixed episodes, acting greedily (``policy``) or through the planner."""
     successes = []
-    pcfg = planner_config(agent.cfg, mode)
+    pcfg = agent.cfg.planner.replace(mode=mode)
     graph = LandmarkGraph(agent.landmarks(), agent.value_fn) if mode != "policy" else None
     plan = eval_episodes_spec(agent.cfg, env, episodes, seed_base)
     for start in range(0, episodes, len(env)):
@@ -98,9 +92,9 @@ def evaluate(agent: L3PAgent, env: VecGoalEnv, episodes: int, mode: str, seed_ba
 
 
 class Trainer:
-    def __init__(self, cfg: TrainConfig, run_dir: Path, command: str | None = None):
-        self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.command = command or " ".join(shlex.quote(a) for a in ["l3p", *sys.argv[1:]])
+    def __init__(self, cfg: TrainConfig, run_dir: Path, command: str = "l3p.training.trainer.Trainer"):
+        """``command``: how the run was started (the provenance's first leg), e.g. its command line."""
+        self.cfg, self.run_dir, self.command = cfg, Path(run_dir), command
         torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
@@ -272,7 +266,7 @@ class Trainer:
         if agent.clusters_ready:
             plot_landmarks(agent.landmarks(), self.replay.sample_goals(2000, np.random.default_rng(0)),
                            self.run_dir / "landmarks.png", f"{self.cfg.env_id}: landmarks at {p.env_steps} env steps",
-                           self.cfg.env_id, agent.value_fn, self.cfg.d_max)
+                           self.cfg.env_id, agent.value_fn, self.cfg.planner.d_max)
         p.wall_time_s += time.perf_counter() - t0
         p.history.append(row)
         self._write_logs()
@@ -285,9 +279,10 @@ class Trainer:
             writer = csv.DictWriter(f, fieldnames=keys)
             writer.writeheader()
             writer.writerows(history)
-        cfg = self.cfg
-        plot_learning_curve(history, self.run_dir / "learning_curve.png", cfg.env_id,
-                            f"L3P planner, training settings (d_max {cfg.d_max:g}, local horizon {cfg.local_horizon:g})")
+        env_id, planner = self.cfg.env_id, self.cfg.planner
+        plot_learning_curve(history, self.run_dir / "learning_curve.png", env_id,
+                            f"L3P planner, training settings (d_max {planner.d_max:g}, "
+                            f"local horizon {planner.local_horizon:g})")
 
     def provenance(self) -> dict:
         return run_provenance(self.command, self.cfg.to_dict(), vars(self.progress), self.agent.optimizer_steps)
@@ -306,7 +301,7 @@ def run_provenance(command: str, config: dict, progress: dict, optimizer_steps: 
             "wall_time_s": round(progress["wall_time_s"], 1), "seed": config["seed"],
             # Only measured cells: a run that ended before planning started has no l3p entry.
             "success": {**{mode: last[f"success_{mode}"] for mode in ("policy", "l3p") if f"success_{mode}" in last},
-                        "eval_episodes": config["eval_episodes"], "eval_seed_base": EVAL_SEED_BASE,
+                        "eval_episodes": config["eval_episodes"], "eval_seed_base": TRAINING_EVAL,
                         "eval_pairs": config.get("eval_pairs", "random")},
             "machine": f"{platform.machine()} {os.cpu_count()} cpu, torch {torch.__version__}, "
                        f"{config['torch_threads']} thread(s)"}

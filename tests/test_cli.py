@@ -1,0 +1,159 @@
+"""The `l3p` command: its table of commands, lazy imports, the missing-extra line, one error
+prefix and one exit-code mapping. (Real installs of one extra alone: tests/test_packaging.py.)"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from l3p import cli
+from l3p.core.errors import INTERRUPTED, UNAVAILABLE, USAGE, L3PError
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = ["train", "export", "serve", "run", "eval", "plot", "demo"]
+
+
+def l3p(*args: str, prelude: str = "") -> subprocess.CompletedProcess:
+    code = f"import sys\n{prelude}\nfrom l3p.cli import main\nsys.exit(main({list(args)!r}))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/")
+
+
+def test_the_table_names_every_command_once_with_an_extra_the_package_declares():
+    assert [c.name for c in cli.COMMANDS] == NAMES
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for command in cli.COMMANDS:
+        assert command.help and set(command.extra.split(",")) <= set(extras), command
+        module = cli.load(command)  # the dev install has every extra
+        assert callable(getattr(module, command.add_arguments)) and callable(getattr(module, command.run))
+
+
+def test_help_lists_every_command_without_importing_any():
+    loaded = ("import json; heavy = [m for m in sys.modules if m.split('.')[0] in "
+              "('torch', 'onnxruntime', 'gymnasium', 'mujoco', 'grpc', 'matplotlib') or m in "
+              f"{sorted({c.module for c in cli.COMMANDS})!r}]; print('LOADED', json.dumps(heavy))")
+    code = ("import sys\nfrom l3p.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit as exc:\n"
+            f"    code = exc.code\n{loaded}\nsys.exit(code)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/",
+                          env={**os.environ, "COLUMNS": "300"})
+    assert proc.returncode == 0, proc.stderr
+    help_text, _, loaded_line = proc.stdout.rpartition("LOADED ")
+    assert json.loads(loaded_line) == []
+    for command in cli.COMMANDS:
+        assert re.search(rf"^ +{command.name} +{re.escape(command.help)}$", help_text, re.MULTILINE), command.name
+    assert "bench" not in help_text.split("examples:")[0]
+    assert "python benchmarks/serve_latency.py" in help_text
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_command_help_in_the_dev_install(name, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([name, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: l3p {name} ")
+
+
+def test_python_dash_m_l3p_and_the_console_script_are_the_same_command():
+    proc = subprocess.run([sys.executable, "-m", "l3p", "--help"], capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 0 and "usage: l3p [-h] COMMAND ..." in proc.stdout
+    script = Path(sys.executable).with_name("l3p")
+    proc = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 0 and "usage: l3p [-h] COMMAND ..." in proc.stdout
+    proc = subprocess.run([str(script), "bench", "serve"], capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == USAGE and "invalid choice: 'bench'" in proc.stderr
+
+
+HIDE = """
+import importlib.abc
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {hidden!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Hide())
+"""
+
+
+@pytest.mark.parametrize("argv, hidden, extra, module", [
+    (["serve", "--port", "1", "--bundle", "x"], ["onnxruntime"], "serve", "onnxruntime"),
+    (["run", "--episodes", "3", "--no-such-option"], ["gymnasium"], "sim", "gymnasium"),
+    (["demo", "--help"], ["onnxruntime", "gymnasium", "mujoco"], "serve,sim", "gymnasium|onnxruntime"),
+    (["train", "--env", "FetchReach-v4"], ["torch"], "train", "torch"),
+])
+def test_a_missing_extra_is_one_line_naming_it_whatever_the_options(argv, hidden, extra, module):
+    """A package that is not installed (hidden from the import system in a fresh process) makes
+    the command name its extra, before looking at any option."""
+    proc = l3p(*argv, prelude=HIDE.format(hidden=hidden))
+    noun = "extra" if "," not in extra else "extras"
+    assert proc.returncode == USAGE
+    assert re.fullmatch(rf"l3p {argv[0]}: error: needs the '{extra}' {noun} \(missing module '({module})'\): "
+                        rf"pip install 'l3p-service\[{extra}\]'\n", proc.stderr), proc.stderr
+    assert proc.stdout == ""
+
+
+def test_other_commands_work_when_one_extra_is_missing():
+    proc = l3p("run", "--help", prelude=HIDE.format(hidden=["onnxruntime", "torch"]))
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: l3p run ")
+
+
+@pytest.fixture
+def probe_command(tmp_path, monkeypatch):
+    """A command module of our own in the table: it fails as its --fail option says."""
+    (tmp_path / "probe_cmd.py").write_text(
+        "from l3p.core.errors import L3PError, UNAVAILABLE\n"
+        "class Down(L3PError):\n    exit_code = UNAVAILABLE\n"
+        "def add(parser):\n    parser.add_argument('--fail', default='')\n"
+        "def run(args):\n"
+        "    if args.fail == 'usage': raise L3PError('bad value for --fail')\n"
+        "    if args.fail == 'down': raise Down('server 127.0.0.1:1 unreachable')\n"
+        "    if args.fail == 'interrupt': raise KeyboardInterrupt\n"
+        "    if args.fail == 'int': return 3\n"
+        "    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    command = cli.Command("probe", "a test command", "probe_cmd", "add", "run", "serve")
+    monkeypatch.setitem(cli.BY_NAME, "probe", command)
+    return command
+
+
+@pytest.mark.parametrize("fail, code, err", [
+    ("", 0, ""),
+    ("int", 3, ""),
+    ("usage", USAGE, "l3p probe: error: bad value for --fail\n"),
+    ("down", UNAVAILABLE, "l3p probe: error: server 127.0.0.1:1 unreachable\n"),
+    ("interrupt", INTERRUPTED, "l3p probe: interrupted\n"),
+])
+def test_one_error_prefix_and_one_exit_code_mapping(probe_command, capsys, fail, code, err):
+    assert cli.main(["probe", "--fail", fail]) == code
+    assert capsys.readouterr().err == err
+
+
+def test_a_bad_option_is_argparse_usage_under_the_command_name(probe_command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["probe", "--nope"])
+    assert exit_.value.code == USAGE
+    assert "l3p probe: error: unrecognized arguments: --nope" in capsys.readouterr().err
+
+
+def test_a_missing_module_of_our_own_is_a_bug_not_an_extra(monkeypatch):
+    monkeypatch.setitem(cli.BY_NAME, "ghost", cli.Command("ghost", "x", "l3p.no_such_module", "a", "r", "serve"))
+    with pytest.raises(ModuleNotFoundError):
+        cli.main(["ghost"])
+
+
+def test_real_commands_fail_with_the_prefix(tmp_path):
+    proc = l3p("export", str(tmp_path / "no-run"), str(tmp_path / "bundle"))
+    assert proc.returncode == USAGE and proc.stderr.startswith("l3p export: error: ") and proc.stderr.count("\n") == 1
+    proc = l3p("train", "--env", "FetchReach-v4", "--set", "batch_size", "--out", str(tmp_path / "run"))
+    assert proc.returncode == USAGE
+    assert proc.stderr == "l3p train: error: --set expects key=value, got 'batch_size'\n"
+
+
+def test_l3p_error_is_the_base_of_expected_failures():
+    assert issubclass(cli.MissingExtra, L3PError) and cli.MissingExtra("x").exit_code == USAGE
+    assert isinstance(cli.build_parser(), argparse.ArgumentParser)

@@ -1,0 +1,152 @@
+"""The package as users install it: the wheel holds one top-level name, and each install profile
+(the robot client, `[serve]`, `[sim]`) works alone in a fresh venv, outside the repository.
+
+Installs go through pip's index and its cache; one venv per profile for the whole module."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("l3p", "core", "protos", "sim", "training", "serving", "clients")
+BUNDLE = ROOT / "models" / "FetchPush-v4"
+HINT = r"l3p {command}: error: needs the '{extra}' extra \(missing module '[\w.]+'\): pip install 'l3p-service\[{extra}\]'\n"
+
+pytestmark = pytest.mark.slow
+
+
+def run(*args, cwd: Path, timeout: float = 600, **kwargs) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """Built from a copy of the sources, so the build leaves nothing in the checkout."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path_factory.mktemp("dist")
+    proc = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, src,
+               cwd=src)
+    assert proc.returncode == 0, proc.stderr
+    (built,) = out.glob("l3p_service-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def profiles(wheel, tmp_path_factory) -> dict[str, Path]:
+    """A fresh venv (no system site-packages) per profile, each with the wheel and one extra."""
+    root = tmp_path_factory.mktemp("venvs")
+    venvs = {}
+    for profile, spec in (("base", ""), ("serve", "[serve]"), ("sim", "[sim]")):
+        venv = root / profile
+        proc = run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=root)
+        assert proc.returncode == 0, proc.stderr
+        proc = run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q",
+                   "--disable-pip-version-check", f"{wheel}{spec}", cwd=root)
+        assert proc.returncode == 0, proc.stderr
+        venvs[profile] = venv / "bin"
+    return venvs
+
+
+def installed(bin_dir: Path, module: str, cwd: Path) -> bool:
+    code = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return run(bin_dir / "python", "-c", code, cwd=cwd).returncode == 0
+
+
+def test_the_wheel_installs_one_top_level_name(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"l3p"}
+    for module in ("l3p/__main__.py", "l3p/cli.py", "l3p/core/__init__.py", "l3p/protos/l3p_planner.proto",
+                   "l3p/protos/l3p_planner_pb2.py", "l3p/serving/args.py", "l3p/clients/client.py",
+                   "l3p/sim/__init__.py", "l3p/training/commands.py"):
+        assert module in names, module
+    assert not any(name.startswith(("l3p/tests", "l3p/benchmarks")) for name in names)
+
+
+def test_the_base_install_is_the_robot_client(profiles, tmp_path):
+    bin_dir = profiles["base"]
+    for absent in ("torch", "gymnasium", "onnxruntime", "mujoco"):
+        assert not installed(bin_dir, absent, tmp_path), absent
+    proc = run(bin_dir / "l3p", "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert all(name in proc.stdout for name in ("train", "export", "serve", "run", "eval", "plot", "demo"))
+    proc = run(bin_dir / "l3p", "serve", "--port", "1", "--bundle", "x", cwd=tmp_path)
+    assert proc.returncode == 2 and re.fullmatch(HINT.format(command="serve", extra="serve"), proc.stderr), \
+        proc.stderr
+    proc = run(bin_dir / "l3p", "run", "--help", cwd=tmp_path)
+    assert proc.returncode == 2 and re.fullmatch(HINT.format(command="run", extra="sim"), proc.stderr), proc.stderr
+    proc = run(bin_dir / "python", "-c", "from l3p.clients.client import PlannerClient, Unavailable", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_sim_install_runs_episodes_but_does_not_serve(profiles, tmp_path):
+    bin_dir = profiles["sim"]
+    assert not installed(bin_dir, "onnxruntime", tmp_path) and not installed(bin_dir, "torch", tmp_path)
+    proc = run(bin_dir / "l3p", "run", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: l3p run "), proc.stderr
+    proc = run(bin_dir / "l3p", "serve", "--port", "1", cwd=tmp_path)
+    assert proc.returncode == 2 and re.fullmatch(HINT.format(command="serve", extra="serve"), proc.stderr), \
+        proc.stderr
+
+
+CHECK = """
+import sys
+import grpc
+from l3p.clients.client import PlannerClient
+
+target = sys.argv[1]
+with grpc.insecure_channel(target) as channel:
+    # grpc.health.v1.Health/Check: an empty HealthCheckRequest; SERVING is status 1 (field 1).
+    check = channel.unary_unary("/grpc.health.v1.Health/Check")
+    print("health", check(b"", timeout=10).hex())
+client = PlannerClient(target)
+print("env_id", client.model_info().env_id)
+client.close()
+"""
+
+
+def test_the_serve_install_serves_a_shipped_bundle_to_the_base_client(profiles, tmp_path):
+    bin_dir = profiles["serve"]
+    assert not installed(bin_dir, "torch", tmp_path) and not installed(bin_dir, "gymnasium", tmp_path)
+    proc = run(bin_dir / "l3p", "serve", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: l3p serve "), proc.stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    server = subprocess.Popen([str(bin_dir / "l3p"), "serve", "--bundle", str(BUNDLE), "--port", "0"],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        ready = server.stdout.readline()
+        match = re.match(r"L3P_SERVER_READY port=(\d+)", ready)
+        assert match, (ready, server.stderr.read() if server.poll() is not None else "")
+        proc = run(profiles["base"] / "python", "-c", CHECK, f"127.0.0.1:{match.group(1)}", cwd=tmp_path,
+                   timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == ["health 0801", "env_id FetchPush-v4"]
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    assert server.returncode == 0, server.stderr.read()
+
+
+@pytest.mark.parametrize("cwd", ["/", str(ROOT)])
+def test_the_editable_install_works_from_any_directory(cwd):
+    code = "import l3p.core, l3p.cli, l3p.protos.l3p_planner_pb2; print(l3p.core.__file__)"
+    proc = run(sys.executable, "-c", code, cwd=Path(cwd))
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()) == ROOT / "core" / "__init__.py"

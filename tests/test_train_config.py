@@ -1,0 +1,107 @@
+"""The training config (its planner block, old flat configs, presets) and the train / export
+commands' arguments, provenance command lines and code version. No training here."""
+from __future__ import annotations
+
+import argparse
+import json
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from l3p.core import PlannerConfig
+from l3p.core.names import OPTIONS
+from l3p.core.overrides import OverrideError
+from l3p.training.commands import (TrainArgumentError, _command_line, add_export_arguments, add_train_arguments,
+                                   train_config)
+from l3p.training.config import PLANNER_KEYS, TrainConfig, preset
+from l3p.training.export import code_version
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def shipped_config(name: str) -> dict:
+    return json.loads((ROOT / "models" / name / "manifest.json").read_text())["provenance"]["config"]
+
+
+def test_an_old_flat_config_loads_to_the_same_values():
+    flat = shipped_config("FetchPush-v4")
+    assert "d_max" in flat and "planner" not in flat  # written before the planner block
+    cfg = TrainConfig.from_dict(flat)
+    for key, value in flat.items():
+        got = getattr(cfg.planner, key) if key in PLANNER_KEYS else getattr(cfg, key)
+        assert got == value, key
+    assert cfg.planner == PlannerConfig(d_max=15.0, temperature=1.1, search="soft", search_iterations=20,
+                                        local_horizon=10.0, counter_extra=1, prune_failed=False)
+    assert cfg.batch_size == 1024 and cfg.n_envs == 16 and cfg.planning_start_episodes == 8000
+    # Written again, it is the nested form, and it reads back to the same config.
+    nested = cfg.to_dict()
+    assert "d_max" not in nested and nested["planner"]["d_max"] == 15.0
+    assert TrainConfig.from_dict(nested) == cfg
+    maze = TrainConfig.from_dict(shipped_config("PointMaze_Large-v3"))
+    assert (maze.planner.d_max, maze.planner.local_horizon, maze.max_episode_steps) == (40.0, 20.0, 200)
+
+
+def test_planner_options_are_routed_into_the_planner():
+    cfg = preset("FetchReach-v4")
+    assert cfg.replace(d_max=30, search="hard").planner == cfg.planner.replace(d_max=30, search="hard")
+    assert cfg.replace(d_max=30).batch_size == cfg.batch_size and cfg.planner.d_max == 15.0  # a copy
+    # Top-level planner keys override the planner block (how --set d_max=30 reaches it).
+    assert TrainConfig.from_dict({**cfg.to_dict(), "d_max": 30}).planner.d_max == 30
+    with pytest.raises(ValueError, match="d_max must be a finite number > 0"):
+        cfg.replace(d_max=-1)
+    with pytest.raises(ValueError, match="unknown config keys: not_a_field"):
+        TrainConfig.from_dict({**cfg.to_dict(), "not_a_field": 1})
+    with pytest.raises(ValueError, match="unknown planner keys: nope"):
+        TrainConfig.from_dict({**cfg.to_dict(), "planner": {"nope": 1}})
+    with pytest.raises(ValueError, match="planner.mode"):
+        TrainConfig(planner=PlannerConfig(mode="naive"))
+
+
+def test_presets_hold_their_planner_and_an_env_without_one_gets_the_defaults():
+    maze = preset("PointMaze_Large-v3")
+    assert maze.planner == PlannerConfig(d_max=40.0, local_horizon=20.0, prune_failed=True)
+    assert preset("FetchPush-v4").planner == PlannerConfig()
+    assert preset("mypackage.envs:MyGoalEnv") == TrainConfig(env_id="mypackage.envs:MyGoalEnv")
+
+
+def parse(add, *argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_train_arguments_make_the_config():
+    args = parse(add_train_arguments, "--env", "PointMaze_Large-v3", "--steps", "400", "--seed", "3",
+                 "--set", "d_max=30", "--set", "search=hard", "--set", "batch_size=64")
+    cfg = train_config(args)
+    assert cfg.planner.d_max == 30 and cfg.planner.search == "hard" and cfg.planner.local_horizon == 20.0
+    assert (cfg.total_env_steps, cfg.seed, cfg.batch_size, cfg.n_envs) == (400, 3, 64, 4)
+    with pytest.raises(TrainArgumentError, match="bad --set: unknown config keys: nope"):
+        train_config(parse(add_train_arguments, "--env", "FetchReach-v4", "--set", "nope=1"))
+    with pytest.raises(OverrideError, match="--set expects key=value"):
+        train_config(parse(add_train_arguments, "--env", "FetchReach-v4", "--set", "d_max"))
+    with pytest.raises(TrainArgumentError, match="give --env"):
+        train_config(parse(add_train_arguments))
+
+
+def test_planner_help_lists_every_option():
+    parser = argparse.ArgumentParser()
+    add_export_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    for name, option in OPTIONS.items():
+        assert f"{name}: {' '.join(option.help.split())}" in text
+
+
+def test_command_lines_are_rebuilt_from_the_arguments():
+    assert _command_line("train", [], [("--env", "FetchReach-v4"), ("--out", None), ("--set", ["a=1", "b=x y"]),
+                                       ("--force", True), ("--seed", 0)]) == \
+        "l3p train --env FetchReach-v4 --set a=1 --set 'b=x y' --force --seed 0"
+
+
+def test_code_version_is_the_distribution_version_and_the_checkout():
+    version = metadata.version("l3p-service")
+    recorded = code_version()
+    assert recorded.startswith(version)
+    if (ROOT / ".git").exists():  # this test runs from a source checkout
+        assert recorded.startswith(f"{version} (git ") and recorded.endswith(")")

@@ -1,0 +1,204 @@
+"""The ``l3p train`` and ``l3p export`` commands: their arguments and entry points.
+
+Expected failures raise `L3PError` subclasses (the `l3p` command prints one line and exits with
+their ``exit_code``). The provenance records each command line as rebuilt from its parsed
+arguments, so it is the same whether the command ran from a shell or from ``l3p.cli.main(argv)``.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shlex
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from l3p.core.bundle_format import bundle_digest, planner_defaults, read_manifest
+from l3p.core.errors import INTERRUPTED, L3PError
+from l3p.core.names import OPTIONS
+from l3p.core.overrides import parse_overrides
+from l3p.sim.draw import plot_landmarks
+from l3p.training.agent import L3PAgent
+from l3p.training.config import PLANNER_KEYS, TrainConfig, preset
+from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
+from l3p.training.trainer import CHECKPOINT, REPLAY, Trainer, load_checkpoint, run_provenance
+
+
+class TrainArgumentError(L3PError):
+    """The run cannot start as asked: no env, an unknown env, a bad ``--set``, a run in the way."""
+
+
+# ----------------------------------------------------------------------------------------- train
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Train actor, distance critic, value, autoencoder and latent landmarks. Writes "
+                          "config.json, progress.csv, learning_curve.png, checkpoints and, at the end, an ONNX "
+                          "bundle (RUN_DIR/bundle unless --export).")
+    parser.add_argument("--env", help="goal env: a registered id (FetchReach-v4, FetchPush-v4, PointMaze_UMaze-v3, "
+                                      "...) or package.module:EnvClass")
+    parser.add_argument("--out", help="run directory (default runs/ENV_ID)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    parser.add_argument("--steps", type=int,
+                        help="total env steps (overrides the preset; with --resume, extends the run)")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a training config field (value as JSON; repeatable). The planner options "
+                             f"({', '.join(PLANNER_KEYS)}) set the training-time planner, e.g. --set d_max=30")
+    parser.add_argument("--export", metavar="BUNDLE_DIR", help="where to write the final bundle")
+    parser.add_argument("--force", action="store_true", help="start over even if the run directory holds a run")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    if args.resume:
+        trainer = Trainer.resume(Path(args.resume), total_env_steps=args.steps)
+        print(f"resuming {args.resume} at {trainer.progress.env_steps} env steps", file=sys.stderr)
+    else:
+        cfg = train_config(args)
+        run_dir = Path(args.out or f"runs/{cfg.env_id}")
+        if (run_dir / CHECKPOINT).exists() and not args.force:
+            raise TrainArgumentError(f"{run_dir} already holds a run; use --resume {run_dir} or --force to start over")
+        command = _command_line("train", [], [("--env", args.env), ("--out", args.out), ("--steps", args.steps),
+                                              ("--seed", args.seed), ("--set", args.set), ("--export", args.export),
+                                              ("--force", args.force)])
+        trainer = Trainer(cfg, run_dir, command)  # an unknown env id raises UnknownEnvError here
+    with _stop_on_signals() as stop:
+        progress = trainer.train(show_progress=not args.no_progress, stop=stop)
+    if stop.is_set():
+        run = trainer.run_dir
+        print(f"stopped at {progress.env_steps} env steps; checkpoint saved in {run}\n"
+              f"  continue: l3p train --resume {run}\n  export:   l3p export {run} BUNDLE_DIR", file=sys.stderr)
+        return INTERRUPTED
+    bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"
+    provenance = trainer.provenance()
+    if not trainer.agent.clusters_ready:
+        # A run shorter than the planning warm-up still ends with a servable bundle: its landmarks
+        # are GLS-spread replay goals (the clusters' initialization), and it says so.
+        trainer.agent.init_clusters(trainer.replay.sample_goals(trainer.cfg.gls_sample, trainer.rng), trainer.rng)
+        provenance["landmarks"] = "GLS initialization at export: the run ended before planning started"
+    export_bundle(trainer.agent, bundle_dir, provenance, force=True)
+    _add_plots(trainer.run_dir, bundle_dir, trainer.agent)
+    print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
+    return 0
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    """The env's preset with ``--set``, ``--steps`` and ``--seed`` applied."""
+    if not args.env:
+        raise TrainArgumentError("give --env ENV_ID (or --resume RUN_DIR)")
+    overrides = parse_overrides(args.set, "--set")
+    if args.steps is not None:
+        overrides["total_env_steps"] = args.steps
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    try:
+        return TrainConfig.from_dict({**preset(args.env).to_dict(), **overrides})
+    except (TypeError, ValueError) as exc:
+        raise TrainArgumentError(f"bad --set: {exc}") from None
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """SIGINT / SIGTERM ask training to stop after the current cycle (with a checkpoint); a second
+    signal interrupts at once."""
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("\nstopping after this cycle (checkpointing); signal again to abort", file=sys.stderr)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+# ---------------------------------------------------------------------------------------- export
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", help="run directory (or its checkpoint.pt)")
+    parser.add_argument("out_dir", help="bundle directory to create")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing bundle directory")
+    options = "; ".join(f"{name}: {option.help}" for name, option in OPTIONS.items())
+    parser.add_argument("--planner", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"a served planner default (repeatable), e.g. local_horizon=30. {options}")
+    parser.add_argument("--landmarks", choices=("centroids", "gls"), default="centroids",
+                        help="graph nodes: the decoded cluster centroids (L3P, default) or GLS-spread achieved "
+                             "goals from the run's replay (states the robot has visited)")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    run_dir = Path(args.checkpoint)
+    if run_dir.is_file():
+        run_dir = run_dir.parent
+    planner_overrides = parse_overrides(args.planner, "--planner")
+    state = load_checkpoint(run_dir)
+    agent = agent_from_checkpoint(state)
+    command = _command_line("export", [args.checkpoint, args.out_dir],
+                            [("--planner", args.planner), ("--landmarks", args.landmarks), ("--force", args.force)])
+    provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
+                  "export_command": command, "source_checkpoint": str(run_dir)}
+    landmarks = None
+    if args.landmarks == "gls":
+        try:
+            with np.load(run_dir / REPLAY) as replay:
+                goals = replay["ag"].reshape(-1, agent.spec.goal_dim)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ExportError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}): {exc}") from None
+        sample = goals[np.random.default_rng(0).integers(0, len(goals), 10 * agent.cfg.gls_sample)]
+        landmarks = gls_landmarks(agent, sample)
+        provenance["landmarks"] = (f"GLS: {len(landmarks)} replay achieved goals spread in the learned latent "
+                                   f"space (from {len(sample)} sampled), not decoded centroids")
+    bundle_dir = export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
+                               planner_overrides=planner_overrides, landmarks=landmarks)
+    _add_plots(run_dir, bundle_dir, agent, landmarks)
+    print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- shared
+
+def _add_plots(run_dir: Path, bundle_dir: Path, agent: L3PAgent, landmarks: np.ndarray | None = None) -> None:
+    """Next to the bundle (not part of it): the run's learning curve and log, and the landmarks
+    drawn over achieved goals from the run's replay, with the graph the bundle serves (its d_max)."""
+    landmarks = agent.landmarks() if landmarks is None else landmarks
+    for name in ("learning_curve.png", "progress.csv"):
+        if (run_dir / name).is_file():
+            shutil.copy(run_dir / name, bundle_dir / name)
+    if not (run_dir / REPLAY).is_file():
+        return
+    with np.load(run_dir / REPLAY) as replay:
+        goals = replay["ag"].reshape(-1, landmarks.shape[1])
+    sample = goals[np.random.default_rng(0).integers(0, len(goals), 2000)]
+    served = planner_defaults(read_manifest(bundle_dir))
+    env_id = agent.cfg.env_id
+    plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png",
+                   f"{env_id}: {len(landmarks)} landmarks (served d_max {served.d_max:g})",
+                   env_id, agent.value_fn, served.d_max, served.adaptive_cut)
+
+
+def _digest(bundle_dir: Path) -> str:
+    """The digest the server reports and ``l3p serve --bundle-sha256`` pins."""
+    return bundle_digest(read_manifest(bundle_dir))
+
+
+def _command_line(command: str, positional: list[str], options: list[tuple[str, object]]) -> str:
+    """``l3p COMMAND ...`` from parsed arguments: flags set to True, lists repeated, None left out."""
+    words = ["l3p", command, *positional]
+    for flag, value in options:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v is True:
+                words.append(flag)
+            elif v is not None and v is not False:
+                words += [flag, str(v)]
+    return shlex.join(words)
