@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import grpc
 
+from l3p.core.errors import UNAVAILABLE, L3PError
 
-class PlannerError(Exception):
-    """A failed planner call: ``code`` is the gRPC status, ``message`` the server's text."""
+
+class PlannerError(L3PError):
+    """A failed planner call: ``code`` is the gRPC status, ``message`` the server's text.
+    An app that lets it propagate exits with ``UNAVAILABLE``."""
+
+    exit_code = UNAVAILABLE
 
     def __init__(self, code: grpc.StatusCode, message: str, method: str = "") -> None:
         self.code = code

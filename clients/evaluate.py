@@ -22,10 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from l3p.clients.client import ModelInfo, PlannerClient, PlannerError
+from l3p.clients.client import ModelInfo, PlannerClient
 from l3p.clients.runner import (
-    ConnectionConfigError,
-    EnvMismatchError,
     RunResult,
     add_connection_arguments,
     check_env,
@@ -34,7 +32,6 @@ from l3p.clients.runner import (
     run_episodes,
 )
 from l3p.core.names import parse_variant
-from l3p.sim.envs import UnknownEnvError
 from l3p.sim.render import close_env
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
@@ -144,7 +141,7 @@ def _progress(total: int, enabled: bool) -> Any:
     if not enabled:
         class _Silent:
             def update(self, n: int = 1) -> None: ...
-            def set_description(self, desc: str) -> None: ...
+            def set_description(self, _desc: str) -> None: ...
             def close(self) -> None: ...
         return _Silent()
     return tqdm(total=total, unit="episode", file=sys.stderr, leave=False)
@@ -203,24 +200,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    try:
-        client, info, env_id = connect(args)
-    except ConnectionConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except PlannerError as err:
-        print(f"error: cannot reach the planner server at {args.server}: {err}", file=sys.stderr)
-        return 1
+    """``l3p eval``: the table, and the JSON report with ``--out``; expected failures raise L3PError."""
+    client, info, env_id = connect(args)
     try:
         report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes,
                           seed=args.seed, stream=args.stream, force_env=args.force_env,
                           progress=not args.no_progress, pairs=args.pairs)
-    except (EnvMismatchError, UnknownEnvError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except PlannerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
     finally:
         client.close()
     print(format_table(report))
@@ -228,13 +213,3 @@ def run_eval(args: argparse.Namespace) -> int:
         write_report(report, args.out)
         print(f"wrote {args.out}")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = add_eval_arguments(argparse.ArgumentParser(
-        prog="l3p eval", description="Compare planner modes on the same episodes."))
-    return run_eval(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

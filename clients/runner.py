@@ -39,6 +39,7 @@ from l3p.clients.client import (
     channel_credentials,
     read_token,
 )
+from l3p.core.errors import UNAVAILABLE, USAGE, L3PError
 from l3p.core.names import DISTRIBUTION, VARIANT_HELP, parse_variant, variant_arg
 
 # A missing simulator fails at import like any dependency, so `l3p` can say which extra to install.
@@ -47,7 +48,7 @@ for _dep in ("gymnasium", "gymnasium_robotics", "mujoco"):
         raise ImportError(f"l3p.clients.runner needs {_dep}: pip install '{DISTRIBUTION}[sim]'", name=_dep)
 
 from l3p.sim import mazes  # noqa: E402
-from l3p.sim.envs import UnknownEnvError, goal_adapter, make_env  # noqa: E402
+from l3p.sim.envs import goal_adapter, make_env  # noqa: E402
 from l3p.sim.render import VideoRecorder, close_env  # noqa: E402
 
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -108,10 +109,6 @@ class RunResult:
         return [e.success for e in self.episodes]
 
     @property
-    def success_rate(self) -> float:
-        return float(np.mean(self.successes)) if self.episodes else float("nan")
-
-    @property
     def latencies_s(self) -> list[float]:
         return [t for e in self.episodes for t in e.latencies_s]
 
@@ -151,12 +148,23 @@ def episode_plan(env: Any, env_id: str, episodes: int, seed: int, pairs: str = "
     return list(zip(seeds, mazes.far_pairs(mazes.maze_map(env), episodes, seed, min_cells)))
 
 
-class EnvMismatchError(RuntimeError):
-    pass
+class EnvMismatchError(L3PError):
+    """The env cannot be run against the served model (another env, other dims, no maze)."""
+
+    exit_code = USAGE
 
 
-class ConnectionConfigError(RuntimeError):
+class ConnectionConfigError(L3PError):
     """A TLS or token file cannot be used."""
+
+    exit_code = USAGE
+
+
+class ServerUnreachable(L3PError):
+    """The planner server did not answer the first call: down, a wrong address, or TLS or the
+    token refused."""
+
+    exit_code = UNAVAILABLE
 
 
 def check_env(info: ModelInfo, env_id: str, env: Any, force: bool = False) -> list[str]:
@@ -308,6 +316,9 @@ def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
                            tls_server_name=args.tls_server_name)
     try:
         info = client.model_info()
+    except PlannerError as err:
+        client.close()
+        raise ServerUnreachable(f"cannot reach the planner server at {args.server}: {err}") from err
     except BaseException:
         client.close()
         raise
@@ -359,11 +370,8 @@ def run(args: argparse.Namespace) -> RunResult:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    try:
-        result = run(args)
-    except (PlannerError, EnvMismatchError, ConnectionConfigError, UnknownEnvError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1 if isinstance(err, PlannerError) else 2
+    """``l3p run``: a line per episode and a summary; expected failures raise L3PError."""
+    result = run(args)
     n, k = len(result.episodes), sum(result.successes)
     print(f"{result.env_id}  planner {result.mode}{' (stream)' if result.stream else ''}: "
           f"success {k}/{n}  mean final distance {result.mean_final_distance:.3f}  "
@@ -374,12 +382,3 @@ def run_run(args: argparse.Namespace) -> int:
         # Offscreen rendering competes for the CPU, which shows in the latencies above.
         print(f"video: {args.video} (latencies measured while rendering)")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = add_run_arguments(argparse.ArgumentParser(prog="l3p run", description=__doc__.split("\n")[0]))
-    return run_run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

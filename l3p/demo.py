@@ -15,15 +15,15 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from l3p.clients.client import PlannerClient, PlannerError
 from l3p.clients.evaluate import evaluate, format_table, parse_modes, write_report
-from l3p.clients.runner import EnvMismatchError
+from l3p.core.errors import L3PError
 from l3p.core.seeds import HELD_OUT
-from l3p.serving.local_server import LocalServer, ServerStartError
+from l3p.serving.local_server import LocalServer
 from l3p.sim import mazes
 
 MODELS = Path("models")
@@ -41,10 +41,6 @@ def models_dir() -> Path:
         if any(path.glob("*/manifest.json")):
             return path
     return candidates[0]
-
-
-def default_bundle() -> Path:
-    return models_dir() / DEFAULT_BUNDLE.name
 
 
 def shipped_bundles() -> list[Path]:
@@ -76,7 +72,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 @contextmanager
 def _sigterm_as_exit() -> Iterator[None]:
     """Turn SIGTERM into SystemExit so ``finally`` blocks (stopping the server) run."""
-    def handler(signum: int, frame: object) -> None:
+    def handler(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
     try:
@@ -91,24 +87,22 @@ def _sigterm_as_exit() -> Iterator[None]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    """``l3p demo``: a table per bundle; expected failures (a missing bundle, a server that does not
+    start or fails) raise L3PError, after the server is stopped."""
     bundles = args.bundle or shipped_bundles()
     for bundle in bundles:
         if not (bundle / "manifest.json").is_file():
-            print(f"error: no model bundle at {bundle} (missing manifest.json); pass --bundle DIR",
-                  file=sys.stderr)
-            return 2
+            raise L3PError(f"no model bundle at {bundle} (missing manifest.json); pass --bundle DIR")
     with _sigterm_as_exit():
         for bundle in bundles:
             out = args.out
             if out and len(bundles) > 1:
                 out = str(Path(out).with_name(f"{Path(out).stem}-{bundle.name}{Path(out).suffix}"))
-            status = _demo_one(bundle, args, out)
-            if status:
-                return status
+            _demo_one(bundle, args, out)
     return 0
 
 
-def _demo_one(bundle: Path, args: argparse.Namespace, out: str | None) -> int:
+def _demo_one(bundle: Path, args: argparse.Namespace, out: str | None) -> None:
     server = LocalServer(bundle)
     try:
         print(f"starting the planner server for {bundle} ...", file=sys.stderr, flush=True)
@@ -125,26 +119,11 @@ def _demo_one(bundle: Path, args: argparse.Namespace, out: str | None) -> int:
         if out:
             write_report(report, out)
             print(f"wrote {out}")
-        return 0
-    except ServerStartError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except (PlannerError, EnvMismatchError) as err:
+    except PlannerError as err:
+        # The server's own last words usually say why it failed the call.
         tail = server.stderr_tail()
-        print(f"error: {err}" + (f"\nserver stderr tail:\n{tail}" if tail else ""), file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        if not tail:
+            raise
+        raise type(err)(err.code, f"{err.message}\nserver stderr tail:\n{tail}", err.method) from err
     finally:
         server.stop()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = add_demo_arguments(argparse.ArgumentParser(
-        prog="l3p demo", description="Serve the shipped bundles locally and run episodes against each."))
-    return run_demo(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

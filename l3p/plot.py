@@ -16,13 +16,12 @@ Needs the server extra (onnxruntime, to read the bundle's graph) and matplotlib.
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from l3p.core.errors import L3PError
 from l3p.core.seeds import HELD_OUT
 from l3p.sim import mazes
 
@@ -95,17 +94,13 @@ def _plot_landmarks(bundle: Any, config: Any, overrides: dict[str, Any], out: Pa
 
 
 def run_plot(args: argparse.Namespace) -> int:
+    """``l3p plot``: writes the PNG; expected failures (a bundle, the server) raise L3PError."""
     from l3p.core.names import parse_variant
-    from l3p.serving.bundle import BundleError, load_bundle
+    from l3p.serving.bundle import load_bundle
 
-    try:
-        bundle = load_bundle(args.bundle)
-    except BundleError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    bundle = load_bundle(args.bundle)
     if not mazes.is_maze(bundle.env_id):
-        print(f"error: l3p plot draws maze episodes; {args.bundle} is a {bundle.env_id} model", file=sys.stderr)
-        return 2
+        raise L3PError(f"draws maze episodes only; {args.bundle} is a {bundle.env_id} model")
     mode, overrides = parse_variant(args.planner)
     config = bundle.planner_defaults.replace(mode=mode, **overrides)
     if args.landmarks_only:
@@ -114,12 +109,12 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides: dict[str, Any], out: Path) -> int:
-    from l3p.clients.client import PlannerClient, PlannerError
+    from l3p.clients.client import PlannerClient
     from l3p.clients.runner import episode_plan, run_episode
+    from l3p.serving.local_server import LocalServer
+    from l3p.sim.draw import plot_maze_episode
     from l3p.sim.envs import make_env
     from l3p.sim.render import close_env
-    from l3p.serving.local_server import LocalServer, ServerStartError
-    from l3p.sim.draw import plot_maze_episode
 
     server = None if args.server else LocalServer(args.bundle)
     env = make_env(bundle.env_id)
@@ -138,21 +133,9 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
                  f"{pruning}), seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans")
         plot_maze_episode(out, mazes.maze_map(env), mazes.maze_scaling(env), bundle.landmarks, edges,
                           to_goal, ep.trajectory, ep.subgoal_indices, ep.goal, title=title)
-    except (ServerStartError, PlannerError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
     finally:
         close_env(env)
         if server is not None:
             server.stop()
     print(f"wrote {out} ({outcome}, {ep.steps} steps)")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = add_plot_arguments(argparse.ArgumentParser(prog="l3p plot", description=__doc__.split("\n")[0]))
-    return run_plot(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,11 +18,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from l3p.core.errors import UNAVAILABLE, L3PError
+
 READY_RE = re.compile(r"L3P_SERVER_READY port=(\d+)")
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(L3PError):
     """The server exited or stayed silent before printing its READY line."""
+
+    exit_code = UNAVAILABLE
 
 
 class LocalServer:

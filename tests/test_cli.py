@@ -154,6 +154,32 @@ def test_real_commands_fail_with_the_prefix(tmp_path):
     assert proc.stderr == "l3p train: error: --set expects key=value, got 'batch_size'\n"
 
 
+@pytest.mark.parametrize("argv, err", [
+    (["run", "--tls-ca", "/nonexistent/ca.crt"],
+     "l3p run: error: [Errno 2] No such file or directory: '/nonexistent/ca.crt'\n"),
+    (["eval", "--token-file", "/nonexistent/robot.token"],
+     "l3p eval: error: [Errno 2] No such file or directory: '/nonexistent/robot.token'\n"),
+    (["demo", "--bundle", "/nonexistent"],
+     "l3p demo: error: no model bundle at /nonexistent (missing manifest.json); pass --bundle DIR\n"),
+    (["plot", "--bundle", "/nonexistent", "--landmarks-only"], "l3p plot: error: bundle /nonexistent: not a directory\n"),
+])
+def test_the_apps_fail_with_the_prefix_through_python_dash_m_l3p(argv, err):
+    """The apps raise, the command prints: one prefixed line and the mapped exit code."""
+    proc = subprocess.run([sys.executable, "-m", "l3p", *argv], capture_output=True, text=True, timeout=300, cwd="/")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (USAGE, "", err)
+
+
 def test_l3p_error_is_the_base_of_expected_failures():
+    from l3p.clients.errors import PlannerError, Unauthenticated
+    from l3p.clients.runner import ConnectionConfigError, EnvMismatchError, ServerUnreachable
+    from l3p.serving.local_server import ServerStartError
+    from l3p.sim.envs import UnknownEnvError
+
     assert issubclass(cli.MissingExtra, L3PError) and cli.MissingExtra("x").exit_code == USAGE
     assert isinstance(cli.build_parser(), argparse.ArgumentParser)
+    codes = {error: error.exit_code for error in (PlannerError, Unauthenticated, ServerUnreachable, ServerStartError,
+                                                   EnvMismatchError, ConnectionConfigError, UnknownEnvError)}
+    assert codes == {PlannerError: UNAVAILABLE, Unauthenticated: UNAVAILABLE, ServerUnreachable: UNAVAILABLE,
+                     ServerStartError: UNAVAILABLE, EnvMismatchError: USAGE, ConnectionConfigError: USAGE,
+                     UnknownEnvError: USAGE}
+    assert all(issubclass(error, L3PError) for error in codes)

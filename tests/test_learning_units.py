@@ -7,8 +7,7 @@ import torch
 
 from l3p.training import losses
 from l3p.training.gls import greedy_latent_sparsification
-from l3p.training.networks import (Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, distance_from_q,
-                               q_from_distance)
+from l3p.training.networks import Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, q_from_distance
 from l3p.training.normalizer import Normalizer
 from l3p.training.replay import EpisodeReplay
 
@@ -83,6 +82,12 @@ def test_normalizer_matches_numpy_and_clips():
     assert norm.std[3].item() == pytest.approx(0.01)
     out = norm(torch.tensor([[1e6, -1e6, 3.0, 1.0]], dtype=torch.float32))
     assert out[0, 0].item() == 5.0 and out[0, 1].item() == -5.0 and out[0, 3].item() == 0.0
+
+
+def distance_from_q(q: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Inverse of ``q_from_distance`` (Q clamped into its open range)."""
+    q = torch.clamp(q, max=0.0, min=-(1.0 - 1e-6) / (1.0 - gamma))
+    return torch.log1p(q * (1.0 - gamma)) / torch.log(torch.as_tensor(gamma, dtype=q.dtype))
 
 
 @pytest.mark.parametrize("gamma", [0.98, 0.99])

@@ -1,19 +1,19 @@
 """The maze protocol: success flag, far start/goal pairs, the maze runner over a real server, plots."""
 from __future__ import annotations
 
-import argparse
 import json
 from collections import deque
 
 import numpy as np
 import pytest
 
+from l3p import cli
 from l3p.core import seeds
+from l3p.core.errors import USAGE
 from l3p.sim import mazes
-from l3p.clients.evaluate import add_eval_arguments, run_eval
 from l3p.sim.draw import draw_maze_episode, plot_maze_episode
-from server_proc import serve
 from l3p.sim.envs import VecGoalEnv, make_env
+from server_proc import serve
 
 MAZE = "PointMaze_Large-v3"
 
@@ -118,12 +118,10 @@ def test_maze_eval_over_a_real_server_on_far_pairs(maze_bundle, layout, tmp_path
     out = tmp_path / "maze.json"
     seed = seeds.HELD_OUT
     with serve(maze_bundle) as port:
-        args = add_eval_arguments(argparse.ArgumentParser()).parse_args(
-            ["--server", f"127.0.0.1:{port}", "--pairs", "far", "--episodes", "2", "--seed", str(seed),
-             "--modes", "l3p,l3p@search=hard,l3p@prune_failed=true,naive@local_horizon=0,policy",
-             "--out", str(out),
-             "--no-progress"])
-        assert run_eval(args) == 0
+        assert cli.main(["eval", "--server", f"127.0.0.1:{port}", "--pairs", "far", "--episodes", "2",
+                         "--seed", str(seed),
+                         "--modes", "l3p,l3p@search=hard,l3p@prune_failed=true,naive@local_horizon=0,policy",
+                         "--out", str(out), "--no-progress"]) == 0
     table = capsys.readouterr().out
     assert "far start/goal pairs" in table and "l3p@search=hard" in table
     report = json.loads(out.read_text())
@@ -166,25 +164,22 @@ def test_maze_plot_axes_span_the_maze(layout):
 
 
 def test_l3p_plot_writes_a_png_of_a_served_episode(maze_bundle, tmp_path):
-    from l3p.plot import add_plot_arguments, run_plot
-
     out = tmp_path / "episode.png"
     with serve(maze_bundle) as port:
-        args = add_plot_arguments(argparse.ArgumentParser()).parse_args(
-            ["--bundle", str(maze_bundle), "--server", f"127.0.0.1:{port}", "--out", str(out)])
-        assert run_plot(args) == 0
+        assert cli.main(["plot", "--bundle", str(maze_bundle), "--server", f"127.0.0.1:{port}",
+                         "--out", str(out)]) == 0
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
 
 
 def test_plot_refuses_a_non_maze_bundle(push_bundle, tmp_path, capsys):
-    from l3p.plot import add_plot_arguments, run_plot
-
-    args = add_plot_arguments(argparse.ArgumentParser()).parse_args(
-        ["--bundle", str(push_bundle), "--out", str(tmp_path / "x.png")])
-    assert run_plot(args) == 2
-    assert "draws maze episodes" in capsys.readouterr().err
+    assert cli.main(["plot", "--bundle", str(push_bundle), "--out", str(tmp_path / "x.png")]) == USAGE
+    assert capsys.readouterr().err == (f"l3p plot: error: draws maze episodes only; {push_bundle} is a "
+                                       "FetchPush-v4 model\n")
     assert not (tmp_path / "x.png").exists()
+    assert cli.main(["plot", "--bundle", str(tmp_path), "--landmarks-only"]) == USAGE  # no bundle at all
+    err = capsys.readouterr().err
+    assert err.startswith("l3p plot: error: ") and err.count("\n") == 1 and str(tmp_path) in err
 
 
 def test_plot_file_for_a_recorded_episode(layout, tmp_path):
@@ -196,15 +191,11 @@ def test_plot_file_for_a_recorded_episode(layout, tmp_path):
 def test_maze_video_is_a_top_down_mp4(maze_bundle, tmp_path):
     from test_runner import require_rendering, video_frames
 
-    from l3p.clients.runner import add_run_arguments, run_run
-
     require_rendering()
     out = tmp_path / "maze.mp4"
     with serve(maze_bundle) as port:
-        args = add_run_arguments(argparse.ArgumentParser()).parse_args(
-            ["--server", f"127.0.0.1:{port}", "--episodes", "1", "--pairs", "far", "--video", str(out),
-             "--video-size", "64"])
-        assert run_run(args) == 0
+        assert cli.main(["run", "--server", f"127.0.0.1:{port}", "--episodes", "1", "--pairs", "far",
+                         "--video", str(out), "--video-size", "64"]) == 0
     frames = video_frames(out)
     assert len(frames) == 801 and frames[0].shape == (64, 64, 3)  # one per step plus the final state
     assert frames[0].std() > 0
@@ -212,14 +203,12 @@ def test_maze_video_is_a_top_down_mp4(maze_bundle, tmp_path):
 
 def test_l3p_plot_landmarks_only_draws_the_served_graph(maze_bundle, tmp_path, capsys):
     """From the bundle alone (no server): the graph is cut at the bundle's served d_max."""
-    from l3p.plot import add_plot_arguments, landmark_edges, run_plot
+    from l3p.plot import landmark_edges
     from l3p.serving.bundle import load_bundle
 
     def plot(*extra):
         out = tmp_path / f"landmarks{len(extra)}.png"
-        args = add_plot_arguments(argparse.ArgumentParser()).parse_args(
-            ["--bundle", str(maze_bundle), "--landmarks-only", "--out", str(out), *extra])
-        assert run_plot(args) == 0
+        assert cli.main(["plot", "--bundle", str(maze_bundle), "--landmarks-only", "--out", str(out), *extra]) == 0
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
         return out
 

@@ -19,6 +19,7 @@ import pytest
 from gymnasium import spaces
 
 from goal_envs import REACH, PointReach
+from l3p.core.errors import USAGE
 from l3p.sim.envs import GoalEnvAdapter, UnknownEnvError, VecGoalEnv, env_spec, make_env
 
 TESTS = Path(__file__).resolve().parent
@@ -191,6 +192,12 @@ def test_own_env_trains_exports_serves_and_runs(tmp_path):
             (0, 2_000_000_000, 30), (1, 2_000_000_001, 30), (2, 2_000_000_002, 30)]
         assert f"{ENV}  planner l3p" in run.stdout
         assert (tmp_path / "reach.mp4").stat().st_size > 0
+
+        # A module:Class that is no goal env: the command's one error line, the usage exit code.
+        bad = l3p("run", "--server", server, "--env", "test_own_env:NotGoalConditioned", "--episodes", "1",
+                  cwd=tmp_path)
+        assert bad.returncode == USAGE and bad.stdout == "" and bad.stderr.count("\n") == 1
+        assert bad.stderr.startswith("l3p run: error: ") and "observations are a Box, not a Dict" in bad.stderr
 
         # `l3p eval` with no --env runs the served model's env: the same module:Class id.
         evaluated = l3p("eval", "--server", server, "--episodes", "10", "--seed", "2000000000",

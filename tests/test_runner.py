@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 import l3p.demo as demo_mod
-from l3p.clients.evaluate import add_eval_arguments, parse_modes, run_eval, wilson_interval
+from l3p import cli
+from l3p.clients.evaluate import parse_modes, wilson_interval
+from l3p.clients.runner import add_run_arguments, run
+from l3p.core.errors import UNAVAILABLE, USAGE
 from l3p.serving.local_server import LocalServer
-from l3p.clients.runner import add_run_arguments, run, run_run
 from server_proc import serve
 
 pytest.importorskip("gymnasium_robotics")
@@ -29,6 +31,21 @@ def server(push_bundle):
 
 def run_args(*argv: str) -> argparse.Namespace:
     return add_run_arguments(argparse.ArgumentParser()).parse_args(list(argv))
+
+
+def l3p(capsys, *argv: str) -> tuple[int, str, str]:
+    """The `l3p` command in this process, as a user runs it: exit code, stdout, stderr."""
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def error_line(err: str, command: str) -> str:
+    """The command's one error line: the only stderr line with the `l3p COMMAND: error: ` prefix
+    (a multi-line message, e.g. with a server's stderr tail, goes on after it)."""
+    (line,) = [line for line in err.splitlines() if line.startswith(f"l3p {command}: error: ")]
+    assert "\nerror: " not in f"\n{err}"  # no unprefixed error line of an app's own
+    return line
 
 
 # --------------------------------------------------------------------------- statistics
@@ -78,9 +95,10 @@ def test_runner_short_episodes_are_reproducible(server):
 
 
 def test_runner_refuses_another_env(server, capsys):
-    assert run_run(run_args("--server", server, "--env", "FetchReach-v4", "--episodes", "1")) == 2
-    err = capsys.readouterr().err
-    assert "FetchPush-v4" in err and "FetchReach-v4" in err
+    code, out, err = l3p(capsys, "run", "--server", server, "--env", "FetchReach-v4", "--episodes", "1")
+    assert code == USAGE and out == ""
+    assert err == ("l3p run: error: the server's model was trained on 'FetchPush-v4', not 'FetchReach-v4'; "
+                   "FetchReach-v4 has obs/goal dims 10/3, the model 25/3\n")  # dims can't be forced
 
 
 def test_runner_reports_an_unreachable_server(monkeypatch, capsys):
@@ -90,8 +108,12 @@ def test_runner_reports_an_unreachable_server(monkeypatch, capsys):
 
     monkeypatch.setattr(runner_mod, "PlannerClient",
                         lambda target, **kw: PlannerClient(target, retry=None, **kw))
-    assert run_run(run_args("--server", "127.0.0.1:1", "--episodes", "1")) == 1
-    assert "UNAVAILABLE" in capsys.readouterr().err
+    for command, *extra in (["run"], ["eval", "--no-progress"]):
+        code, out, err = l3p(capsys, command, "--server", "127.0.0.1:1", "--episodes", "1", *extra)
+        assert code == UNAVAILABLE and out == ""
+        assert error_line(err, command).startswith(
+            f"l3p {command}: error: cannot reach the planner server at 127.0.0.1:1: GetModelInfo: UNAVAILABLE: ")
+        assert err.count("\n") == 1
 
 
 def _rendering_probe() -> str | None:
@@ -127,12 +149,12 @@ def video_frames(path: Path) -> list[np.ndarray]:
         reader.close()
 
 
-def test_video_is_a_playable_mp4(server, tmp_path):
+def test_video_is_a_playable_mp4(server, tmp_path, capsys):
     require_rendering()
     out = tmp_path / "episode.mp4"
-    args = run_args("--server", server, "--episodes", "1", "--seed", "3",
-                    "--video", str(out), "--video-size", "128")
-    assert run_run(args) == 0
+    code, _, _ = l3p(capsys, "run", "--server", server, "--episodes", "1", "--seed", "3",
+                     "--video", str(out), "--video-size", "128")
+    assert code == 0
     frames = video_frames(out)
     assert len(frames) == 51  # one per step plus the final state
     assert frames[0].shape == (128, 128, 3) and frames[0].dtype == np.uint8
@@ -148,10 +170,9 @@ EVAL_MODE_FIELDS = {"episodes", "successes", "success_rate", "success_ci95", "me
 
 def test_eval_writes_the_documented_json(server, tmp_path, capsys):
     out = tmp_path / "results.json"
-    args = add_eval_arguments(argparse.ArgumentParser()).parse_args(
-        ["--server", server, "--episodes", "2", "--seed", "11", "--modes", "l3p,policy",
-         "--out", str(out), "--no-progress"])
-    assert run_eval(args) == 0
+    code, table, _ = l3p(capsys, "eval", "--server", server, "--episodes", "2", "--seed", "11",
+                         "--modes", "l3p,policy", "--out", str(out), "--no-progress")
+    assert code == 0
     report = json.loads(out.read_text())
     assert report["env_id"] == "FetchPush-v4" and report["episodes"] == 2
     assert report["seed"] == 11 and report["seeds"] == [11, 12]
@@ -165,7 +186,6 @@ def test_eval_writes_the_documented_json(server, tmp_path, capsys):
         assert [e["env_seed"] for e in m["per_episode"]] == [11, 12]
     assert report["modes"]["policy"]["replans_per_episode"] == 0
     assert report["modes"]["l3p"]["replans_per_episode"] >= 1
-    table = capsys.readouterr().out
     assert "l3p" in table and "policy" in table and "95% CI" in table
 
 
@@ -176,14 +196,17 @@ def test_run_over_tls_with_a_token(push_bundle, tls_dir, token_file, capsys):
     serve_args = ["--tls-cert", str(tls_dir / "server.crt"), "--tls-key", str(tls_dir / "server.key"),
                   "--auth-token-file", str(path)]
     with LocalServer(push_bundle, extra_args=serve_args) as served:
-        argv = ["--server", f"127.0.0.1:{served.port}", "--episodes", "1", "--planner", "policy"]
-        assert run_run(run_args(*argv, "--tls-ca", str(tls_dir / "ca.crt"), "--token-file", str(token))) == 0
-        assert "success 1/1" in (out := capsys.readouterr().out) or "success 0/1" in out
+        argv = ["run", "--server", f"127.0.0.1:{served.port}", "--episodes", "1", "--planner", "policy"]
+        code, out, _ = l3p(capsys, *argv, "--tls-ca", str(tls_dir / "ca.crt"), "--token-file", str(token))
+        assert code == 0 and ("success 1/1" in out or "success 0/1" in out)
         assert "resumes 0" in out
-        assert run_run(run_args(*argv, "--tls-ca", str(tls_dir / "ca.crt"))) == 1  # no token
-        assert "UNAUTHENTICATED" in capsys.readouterr().err
-        assert run_run(run_args(*argv, "--tls-ca", str(tls_dir / "missing.crt"))) == 2
-        assert "missing.crt" in capsys.readouterr().err
+        code, _, err = l3p(capsys, *argv, "--tls-ca", str(tls_dir / "ca.crt"))  # no token
+        assert code == UNAVAILABLE and err.count("\n") == 1
+        assert error_line(err, "run").startswith(f"l3p run: error: cannot reach the planner server at "
+                                                 f"127.0.0.1:{served.port}: GetModelInfo: UNAUTHENTICATED: ")
+        code, _, err = l3p(capsys, *argv, "--tls-ca", str(tls_dir / "missing.crt"))
+        assert code == USAGE and err.count("\n") == 1
+        assert error_line(err, "run").startswith("l3p run: error: ") and "missing.crt" in err
 
 
 class _RecordingServer(LocalServer):
@@ -194,16 +217,16 @@ class _RecordingServer(LocalServer):
         _RecordingServer.instances.append(self)
 
 
-def _demo(argv, monkeypatch):
+def _demo(argv, monkeypatch, capsys) -> tuple[int, str, str]:
+    """`l3p demo` with every server it starts recorded."""
     _RecordingServer.instances.clear()
     monkeypatch.setattr(demo_mod, "LocalServer", _RecordingServer)
-    args = demo_mod.add_demo_arguments(argparse.ArgumentParser()).parse_args(argv)
-    return demo_mod.run_demo(args)
+    return l3p(capsys, "demo", *argv)
 
 
 def test_demo_runs_episodes_and_stops_the_server(push_bundle, monkeypatch, capsys):
-    assert _demo(["--bundle", str(push_bundle), "--episodes", "1", "--no-progress"], monkeypatch) == 0
-    assert "success" in capsys.readouterr().out
+    code, out, _ = _demo(["--bundle", str(push_bundle), "--episodes", "1", "--no-progress"], monkeypatch, capsys)
+    assert code == 0 and "success" in out
     (server,) = _RecordingServer.instances
     assert server.proc.poll() is not None  # stopped
 
@@ -215,11 +238,21 @@ def test_demo_reports_a_server_that_dies(push_bundle, tmp_path, monkeypatch, cap
         (broken / f.name).write_bytes(f.read_bytes())
     with open(broken / "value.onnx", "ab") as fh:
         fh.write(b"tampered")
-    assert _demo(["--bundle", str(broken), "--episodes", "1"], monkeypatch) == 1
-    err = capsys.readouterr().err
-    assert "before it was ready" in err and "value.onnx" in err  # the server's own words
+    code, out, err = _demo(["--bundle", str(broken), "--episodes", "1"], monkeypatch, capsys)
+    assert code == UNAVAILABLE and out == ""
+    assert "before it was ready" in error_line(err, "demo")
+    assert "value.onnx" in err.partition("stderr tail:")[2]  # the server's own words
     assert _RecordingServer.instances[0].proc.poll() is not None
 
 
-def test_demo_default_bundle_is_next_to_the_package():
-    assert demo_mod.default_bundle().parts[-2:] == ("models", "FetchPush-v4")
+def test_demo_refuses_a_directory_without_a_bundle(tmp_path, monkeypatch, capsys):
+    code, out, err = _demo(["--bundle", str(tmp_path)], monkeypatch, capsys)
+    assert code == USAGE and out == "" and _RecordingServer.instances == []
+    assert err == f"l3p demo: error: no model bundle at {tmp_path} (missing manifest.json); pass --bundle DIR\n"
+
+
+def test_demo_serves_the_shipped_bundles_next_to_the_package_default_first():
+    bundles = demo_mod.shipped_bundles()
+    assert bundles[0].parts[-2:] == ("models", "FetchPush-v4")
+    assert {"FetchPush-v4", "PointMaze_Large-v3"} <= {b.name for b in bundles}
+    assert all((b / "manifest.json").is_file() for b in bundles)

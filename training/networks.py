@@ -31,12 +31,6 @@ def q_from_distance(d: torch.Tensor, gamma: float) -> torch.Tensor:
     return -(1.0 - torch.pow(torch.as_tensor(gamma, dtype=d.dtype), d)) / (1.0 - gamma)
 
 
-def distance_from_q(q: torch.Tensor, gamma: float) -> torch.Tensor:
-    """Inverse of ``q_from_distance`` (Q clamped into its open range)."""
-    q = torch.clamp(q, max=0.0, min=-(1.0 - 1e-6) / (1.0 - gamma))
-    return torch.log1p(q * (1.0 - gamma)) / torch.log(torch.as_tensor(gamma, dtype=q.dtype))
-
-
 class Actor(nn.Module):
     def __init__(self, o_norm: Normalizer, g_norm: Normalizer, obs_dim: int, goal_dim: int, action_dim: int,
                  action_max: float, hidden: int = 256, layers: int = 3):
