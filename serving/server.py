@@ -225,5 +225,10 @@ async def _serve(args: argparse.Namespace, bundle: Bundle, security: Security, b
           reflection=args.reflection, replica_id=args.replica_id, **log_fields)
     on_ready(server.port)
     await server.wait_for_termination()
+    # grpc's tasks for the last calls may still be sending their final status: let them end
+    # before asyncio.run cancels whatever is left (a cancelled send logs an unhandled error).
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    if others:
+        await asyncio.wait(others, timeout=1.0)
     event(logging.INFO, "stopped", live_sessions=len(server.store))
     return 0
