@@ -6,12 +6,12 @@ import argparse
 import re
 from pathlib import Path
 
-from l3p.serving.bundle import BundleError
+from l3p.core.errors import L3PError
 from l3p.serving.logs import configure_logging
 from l3p.serving.processes import run_processes
-from l3p.serving.security import SecurityConfigError, add_security_arguments
+from l3p.serving.security import add_security_arguments
 from l3p.serving.server import serve
-from l3p.serving.startup import operator_error, prepare
+from l3p.serving.startup import prepare, report
 
 # Max queue delay of the cross-session batcher (--batch-delay-us), chosen with
 # benchmarks/serve_latency.py: see README's serving table.
@@ -99,12 +99,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Serves until SIGTERM/SIGINT; the exit code (2: the server could not start)."""
+    """Serves until SIGTERM/SIGINT; the exit code. A server that cannot start raises an L3PError
+    (bundle, security settings, busy port)."""
     configure_logging(args.log_level)
-    try:
-        prepared = prepare(args)
-    except (BundleError, SecurityConfigError) as exc:
-        return operator_error(str(exc))
+    prepared = prepare(args)
     if args.processes > 1:
         return run_processes(args)
     return serve(args, *prepared,
@@ -116,4 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m l3p.serving",
         description="Serve an L3P model bundle over gRPC (the stateful planner).")
     add_serve_arguments(parser)
-    return run_serve(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    try:
+        return run_serve(args)
+    except L3PError as exc:
+        return report(exc)

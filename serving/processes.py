@@ -26,11 +26,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from l3p.serving.bundle import BundleError
+from l3p.core.errors import L3PError
 from l3p.serving.logs import configure_logging, event
-from l3p.serving.security import SecurityConfigError
 from l3p.serving.server import serve
-from l3p.serving.startup import exit_with_parent, operator_error, prepare
+from l3p.serving.startup import ServeError, exit_with_parent, prepare, report
 
 
 def reserve_port(host: str, port: int) -> socket.socket:
@@ -66,11 +65,10 @@ def _worker(args: argparse.Namespace, index: int, ready) -> None:
     """One server process. Runs in a spawned interpreter."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
     configure_logging(args.log_level)
-    try:
-        prepared = prepare(args)
-    except (BundleError, SecurityConfigError) as exc:  # changed since the parent checked them
-        sys.exit(operator_error(str(exc)))
-    sys.exit(serve(args, *prepared, on_ready=ready.send, worker=index))
+    try:  # the bundle may have changed since the parent checked it
+        sys.exit(serve(args, *prepare(args), on_ready=ready.send, worker=index))
+    except L3PError as exc:
+        sys.exit(report(exc))
 
 
 def run_processes(args: argparse.Namespace) -> int:
@@ -78,7 +76,7 @@ def run_processes(args: argparse.Namespace) -> int:
     try:
         reservation = reserve_port(args.host, args.port)
     except OSError as exc:
-        return operator_error(f"cannot bind {args.host}:{args.port}: {exc.strerror}")
+        raise ServeError(f"cannot bind {args.host}:{args.port}: {exc.strerror}") from None
     port = reservation.getsockname()[1]
     context = multiprocessing.get_context("spawn")
     workers: list[_Worker] = []

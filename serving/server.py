@@ -33,7 +33,7 @@ from l3p.serving.metrics import Metrics
 from l3p.serving.security import AuthInterceptor, Gatekeeper, Security, is_loopback
 from l3p.serving.servicer import SERVICE_NAME, PlannerServicer, anonymous, planner_handlers
 from l3p.serving.sessions import Session, SessionStore
-from l3p.serving.startup import exit_with_parent, operator_error
+from l3p.serving.startup import ServeError, exit_with_parent
 
 # Requests are ~100 bytes; a small cap bounds the memory one call can make the server hold.
 # gRPC itself answers RESOURCE_EXHAUSTED ("Received message larger than max") past it.
@@ -165,8 +165,8 @@ def onnxruntime_threads(bundle: Bundle) -> dict[str, int]:
 
 def serve(args: argparse.Namespace, bundle: Bundle, security: Security, blas: dict[str, int],
           on_ready: Callable[[int], None], **log_fields) -> int:
-    """Runs one server process until SIGTERM/SIGINT; calls on_ready(port) once it serves. The
-    exit code: 0 after a shutdown, 2 if it cannot start (busy port)."""
+    """Runs one server process until SIGTERM/SIGINT; calls on_ready(port) once it serves. 0 after
+    a shutdown; ServeError if it cannot start (a busy port)."""
     return asyncio.run(_serve(args, bundle, security, blas, on_ready, log_fields))
 
 
@@ -187,14 +187,14 @@ async def _serve(args: argparse.Namespace, bundle: Bundle, security: Security, b
             replica_id=args.replica_id,
         )
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
-        return operator_error(str(exc))
+        raise ServeError(str(exc)) from None
     if args.metrics_port:
         try:
             server.metrics.serve_http(args.metrics_port, args.host)
         except OSError as exc:
             await server.stop(None)
             await server.wait_for_termination()
-            return operator_error(f"metrics port {args.metrics_port}: {exc.strerror}")
+            raise ServeError(f"metrics port {args.metrics_port}: {exc.strerror}") from None
 
     loop = asyncio.get_running_loop()
     signals = 0

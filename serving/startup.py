@@ -8,17 +8,21 @@ import os
 import signal
 import sys
 
-from l3p.core.errors import USAGE
+from l3p.core.errors import L3PError
 from l3p.serving.bundle import Bundle, BundleError, load_bundle
 from l3p.serving.security import Security, security_from_args
 from l3p.serving.threads import limit_blas_threads
 
 
-def operator_error(message: str) -> int:
-    """An operator's error (bad bundle or option, busy port): one line, no traceback; the exit
-    code."""
-    print(f"l3p serve: error: {message}", file=sys.stderr, flush=True)
-    return USAGE
+class ServeError(L3PError):
+    """The server cannot start as asked (a busy port, say)."""
+
+
+def report(exc: L3PError) -> int:
+    """For entry points that do not pass through the ``l3p`` command (``python -m l3p.serving``,
+    each of ``--processes N``): the same one line it prints; the exit code."""
+    print(f"l3p serve: error: {exc}", file=sys.stderr, flush=True)
+    return exc.exit_code
 
 
 def check_pin(bundle: Bundle, expected: str | None) -> None:

@@ -154,6 +154,23 @@ def test_real_commands_fail_with_the_prefix(tmp_path):
     assert proc.stderr == "l3p train: error: --set expects key=value, got 'batch_size'\n"
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_serve_on_a_busy_port_is_one_line_through_either_entry_point(processes):
+    """`l3p serve` and `python -m l3p.serving` (how LocalServer starts it) report alike."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        argv = ["--bundle", str(ROOT / "models" / "FetchPush-v4"), "--port", port, "--processes", processes]
+        for entry in (["-m", "l3p", "serve"], ["-m", "l3p.serving"]):
+            proc = subprocess.run([sys.executable, *entry, *argv], capture_output=True, text=True, timeout=120,
+                                  cwd="/")
+            errors = [line for line in proc.stderr.splitlines() if line.startswith("l3p serve: error: ")]
+            assert proc.returncode == USAGE and len(errors) == 1 and "bind" in errors[0].lower(), proc.stderr
+
+
 @pytest.mark.parametrize("argv, err", [
     (["run", "--tls-ca", "/nonexistent/ca.crt"],
      "l3p run: error: [Errno 2] No such file or directory: '/nonexistent/ca.crt'\n"),
