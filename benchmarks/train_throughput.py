@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
 
     base = preset(args.env)
-    steps_per_cycle = base.n_envs * 50
+    probe = VecGoalEnv(args.env, 1, base.max_episode_steps)  # the training episode length
+    steps_per_cycle = base.n_envs * probe.spec.max_steps
+    probe.close()
     warm_cycles = -(-base.warmup_episodes // base.n_envs)
     cfg = base.replace(total_env_steps=(warm_cycles + args.cycles) * steps_per_cycle, torch_threads=args.threads,
                        collector=args.collector,

@@ -32,6 +32,7 @@ from l3p.clients.runner import (
     run_episodes,
 )
 from l3p.core.names import parse_variant
+from l3p.sim import mazes
 from l3p.sim.render import close_env
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
@@ -98,9 +99,12 @@ def evaluate(
     force_env: bool = False,
     progress: bool = True,
     pairs: str = "random",
+    min_cells: int = mazes.MIN_FAR_CELLS,
+    max_steps: int | None = None,
 ) -> dict[str, Any]:
-    """Run every mode over the same episodes; the JSON-ready report."""
-    env = open_env(env_id)
+    """Run every mode over the same episodes (``max_steps`` long, default the env's limit; far
+    pairs ``min_cells`` apart); the JSON-ready report."""
+    env = open_env(env_id, max_steps=max_steps)
     try:
         warnings = check_env(info, env_id, env, force=force_env)
         for w in warnings:
@@ -111,10 +115,11 @@ def evaluate(
             for mode in modes:
                 bar.set_description(mode)
                 runs[mode] = run_episodes(client, env, env_id, episodes=episodes, seed=seed,
-                                          mode=mode, stream=stream, pairs=pairs,
+                                          mode=mode, stream=stream, pairs=pairs, min_cells=min_cells,
                                           on_episode=lambda _ep: bar.update(1))
         finally:
             bar.close()
+        max_steps = int(env.spec.max_episode_steps)
     finally:
         close_env(env)
     return {
@@ -126,6 +131,8 @@ def evaluate(
         "seed": seed,
         "seeds": [seed + i for i in range(episodes)],
         "pairs": pairs,
+        **({"min_cells": min_cells} if pairs == "far" else {}),
+        "max_steps": max_steps,
         "stream": stream,
         "warnings": warnings,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -166,8 +173,8 @@ def format_table(report: dict[str, Any]) -> str:
                        for c, (cell, w) in enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, "-" * len(lines[0]))
     last = report["seed"] + report["episodes"] - 1
-    far = " far start/goal pairs," if report.get("pairs") == "far" else ""
-    title = (f"{report['env_id']}: {report['episodes']} episodes per mode,{far} seeds "
+    far = f" far start/goal pairs (>= {report['min_cells']} cells)," if report.get("pairs") == "far" else ""
+    title = (f"{report['env_id']}: {report['episodes']} episodes of {report['max_steps']} steps per mode,{far} seeds "
              f"{report['seed']}..{last}{' (stream)' if report['stream'] else ''}")
     return "\n".join([title, *lines])
 
@@ -205,7 +212,8 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes,
                           seed=args.seed, stream=args.stream, force_env=args.force_env,
-                          progress=not args.no_progress, pairs=args.pairs)
+                          progress=not args.no_progress, pairs=args.pairs, min_cells=args.min_cells,
+                          max_steps=args.max_steps)
     finally:
         client.close()
     print(format_table(report))

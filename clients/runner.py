@@ -7,8 +7,9 @@ The env is built by ``l3p.sim.envs.make_env``, the one the model was trained wit
 served model's env id). Episode ``i`` resets the env with seed ``seed + i`` and starts the planner
 session with the same seed, so a run is reproducible and ``l3p eval`` can replay the same
 episodes under every planner mode. With ``--pairs far`` (mazes) episode ``i`` is also pinned to
-the i-th pair of a fixed list of start/goal cells >= 10 cells apart, drawn from ``seed``
-(``l3p.sim.mazes``). Success is the env's own flag at the last step, read as the env declares
+the i-th pair of a fixed list of start/goal cells >= ``--min-cells`` (default 10) apart by BFS,
+drawn from ``seed`` (``l3p.sim.mazes``). Episodes last the env's own time limit, or ``--max-steps``
+(the paper's AntMaze test: 500 steps, the env's limit is 700). Success is the env's own flag at the last step, read as the env declares
 it (``l3p.sim.envs.GoalEnvAdapter``). Latency is the client-side round trip of each Act (or
 stream message).
 
@@ -145,7 +146,10 @@ def episode_plan(env: Any, env_id: str, episodes: int, seed: int, pairs: str = "
         return [(s, None) for s in seeds]
     if not mazes.is_maze(env_id):
         raise EnvMismatchError(f"--pairs {pairs} needs a maze env, not {env_id}")
-    return list(zip(seeds, mazes.far_pairs(mazes.maze_map(env), episodes, seed, min_cells)))
+    try:
+        return list(zip(seeds, mazes.far_pairs(mazes.maze_map(env), episodes, seed, min_cells)))
+    except ValueError as err:  # a --min-cells longer than the maze allows
+        raise EnvMismatchError(f"{env_id}: {err} (lower --min-cells)") from None
 
 
 class EnvMismatchError(L3PError):
@@ -161,8 +165,7 @@ class ConnectionConfigError(L3PError):
 
 
 class ServerUnreachable(L3PError):
-    """The planner server did not answer the first call: down, a wrong address, or TLS or the
-    token refused."""
+    """The planner server did not answer the first call: down, a wrong address, TLS or token refused."""
 
     exit_code = UNAVAILABLE
 
@@ -251,11 +254,12 @@ def run_episodes(
     video: VideoRecorder | None = None,
     on_episode: Callable[[EpisodeResult], None] | None = None,
     pairs: str = "random",
+    min_cells: int = mazes.MIN_FAR_CELLS,
     record: bool = False,
 ) -> RunResult:
     """Episodes ``seed + i`` for ``i < episodes`` under one planner variant (see `episode_plan`)."""
     result = RunResult(env_id=env_id, mode=mode, stream=stream, episodes=[])
-    for i, (env_seed, pair) in enumerate(episode_plan(env, env_id, episodes, seed, pairs)):
+    for i, (env_seed, pair) in enumerate(episode_plan(env, env_id, episodes, seed, pairs, min_cells)):
         ep = run_episode(client, env, index=i, seed=env_seed, mode=mode, stream=stream, video=video,
                          pair=pair, record=record)
         result.episodes.append(ep)
@@ -281,7 +285,12 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one Control stream per episode instead of unary Act calls")
     parser.add_argument("--pairs", choices=("random", "far"), default="random",
                         help="start/goal draw: the env's own (random), or for mazes a fixed list of "
-                             "pairs >= 10 cells apart by BFS, seeded by --seed (far)")
+                             "pairs >= --min-cells apart by BFS, seeded by --seed (far)")
+    parser.add_argument("--min-cells", type=_positive_int, default=mazes.MIN_FAR_CELLS, metavar="K",
+                        help=f"--pairs far: start and goal cells at least K cells apart by BFS "
+                             f"(default {mazes.MIN_FAR_CELLS})")
+    parser.add_argument("--max-steps", type=_positive_int, default=None, metavar="N",
+                        help="episode length (default: the env's own time limit)")
     parser.add_argument("--timeout", type=float, default=5.0, help="per-call deadline, seconds")
     tls = parser.add_argument_group("TLS and authentication (l3p serve --tls-cert/--auth-token-file)")
     tls.add_argument("--tls-ca", metavar="PEM",
@@ -329,13 +338,21 @@ def _warn(msg: str) -> None:
     print(f"WARNING: {msg}", file=sys.stderr)
 
 
-def open_env(env_id: str, *, render: bool = False, size: int = 480) -> Any:
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def open_env(env_id: str, *, render: bool = False, size: int = 480, max_steps: int | None = None) -> Any:
     """``make_env`` for a client process that shares the machine with the server: one BLAS thread
-    whatever the caller's environment says (the envs' numpy work is tiny; a pool oversubscribes)."""
+    whatever the caller's environment says (the envs' numpy work is tiny; a pool oversubscribes).
+    ``max_steps``: the episode length, default the env's own time limit."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1)
-    return make_env(env_id, render=render, size=size)
+    return make_env(env_id, render=render, size=size, max_episode_steps=max_steps)
 
 
 def run(args: argparse.Namespace) -> RunResult:
@@ -343,7 +360,7 @@ def run(args: argparse.Namespace) -> RunResult:
     client, info, env_id = connect(args)
     video = None
     try:
-        env = open_env(env_id, render=bool(args.video), size=args.video_size)
+        env = open_env(env_id, render=bool(args.video), size=args.video_size, max_steps=args.max_steps)
         try:
             for problem in check_env(info, env_id, env, force=args.force_env):
                 _warn(problem + " -- running anyway (--force-env)")
@@ -360,7 +377,7 @@ def run(args: argparse.Namespace) -> RunResult:
 
             return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
                                 mode=args.planner, stream=args.stream, video=video,
-                                on_episode=report, pairs=args.pairs)
+                                on_episode=report, pairs=args.pairs, min_cells=args.min_cells)
         finally:
             if video is not None:
                 video.close()

@@ -56,6 +56,10 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument("--seed", type=int, default=HELD_OUT,
                         help=f"episode seed (and far-pair list seed; default {HELD_OUT}: the held-out list)")
     parser.add_argument("--pairs", choices=("random", "far"), default="far")
+    parser.add_argument("--min-cells", type=int, default=mazes.MIN_FAR_CELLS, metavar="K",
+                        help=f"--pairs far: start and goal at least K cells apart by BFS (default {mazes.MIN_FAR_CELLS})")
+    parser.add_argument("--max-steps", type=int, default=None, metavar="N",
+                        help="episode length (default: the env's own time limit)")
     parser.add_argument("--planner", type=variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
                         help=VARIANT_HELP + " (default: the bundle's served defaults)")
     parser.add_argument("--landmarks-only", action="store_true",
@@ -117,13 +121,13 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
     from l3p.sim.render import close_env
 
     server = None if args.server else LocalServer(args.bundle)
-    env = make_env(bundle.env_id)
+    env = make_env(bundle.env_id, max_episode_steps=args.max_steps)
     try:
         if server is not None:
             server.start()
             server.wait_ready()
         with PlannerClient(args.server or server.target) as client:
-            (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, args.pairs)
+            (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, args.pairs, args.min_cells)
             ep = run_episode(client, env, index=0, seed=seed, mode=args.planner, pair=pair, record=True)
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"

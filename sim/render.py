@@ -75,6 +75,10 @@ def _renderer(env: Any) -> Any:
     return getattr(_inner_sim(env), "mujoco_renderer", None)
 
 
+def _maze_scaling(env: Any) -> float:
+    return mazes.maze_scaling(env) if hasattr(env.unwrapped, "maze") else 1.0
+
+
 def _marker_position(env: Any, subgoal: Any) -> np.ndarray:
     """3-d scene position of a subgoal: Fetch goals are 3-d; a maze's are (x, y) on the floor,
     drawn at the height of the env's own goal marker."""
@@ -113,7 +117,9 @@ class VideoRecorder:
             viewer = renderer._get_viewer("rgb_array")
             if step is not None:
                 final = step.subgoal_index < 0
-                radius = (0.035 if final else 0.025) * (1.0 if len(step.subgoal) == 3 else 6.0)  # maze: 1 m cells
+                # Fetch goals in metres; a maze's marker grows with its cells (1 m point, 4 m ant).
+                scale = 1.0 if len(step.subgoal) == 3 else 6.0 * _maze_scaling(env)
+                radius = (0.035 if final else 0.025) * scale
                 viewer.add_marker(
                     pos=_marker_position(env, step.subgoal),
                     size=np.full(3, radius),

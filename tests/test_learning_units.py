@@ -342,3 +342,53 @@ def test_a_failed_overlapped_step_raises_at_drain(monkeypatch):
     with pytest.raises(FloatingPointError, match="autoencoder diverged"):
         agent.drain()
     assert agent.drain() == []
+
+
+def _agents_after_updates(clips, steps=3):
+    """One agent per gradient-norm clip, same seed and batches; each after ``steps`` sequential updates
+    (the last with a cluster step), its gradients left as its optimizers used them."""
+    from l3p.training.agent import ClusterWork, L3PAgent
+    from l3p.training.config import TrainConfig
+    from l3p.sim.envs import EnvSpec
+    from l3p.training.replay import Batch
+
+    spec = EnvSpec("FetchReach-v4", 10, 3, 4, (-1.0,) * 4, (1.0,) * 4, 50)
+    agents = []
+    for clip in clips:
+        torch.manual_seed(0)
+        cfg = TrainConfig(env_id="FetchReach-v4", hidden=32, layers=2, ae_hidden=16, latent_dim=4, n_landmarks=6,
+                          cluster_batch=20, overlap_updates=False, grad_norm_clip=clip)
+        agent = L3PAgent(cfg, spec)
+        rng = np.random.default_rng(0)
+        agent.o_norm.update(rng.normal(size=(4, 51, 10)).astype(np.float32))
+        ag = rng.normal(size=(4, 51, 3)).astype(np.float32)
+        agent.g_norm.update(ag)
+        agent.init_clusters(ag.reshape(-1, 3)[:100], rng)
+        f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+        for step in range(steps):
+            n = 64
+            agent.update(Batch(obs=f32(n, 10), obs_next=f32(n, 10), ag=f32(n, 3), ag_next=f32(n, 3), goal=f32(n, 3),
+                               action=rng.uniform(-1, 1, size=(n, 4)).astype(np.float32),
+                               reward=-(rng.random(n) > 0.3).astype(np.float32)),
+                         ClusterWork(step=step == steps - 1))
+        agents.append(agent)
+    return agents
+
+
+def _grad_norms(agent) -> dict[str, float]:
+    return {name: float(torch.linalg.vector_norm(torch.stack(
+        [torch.linalg.vector_norm(p.grad) for g in opt.param_groups for p in g["params"] if p.grad is not None])))
+        for name, opt in agent.optimizers().items()}
+
+
+def test_gradient_norm_clipping_is_off_by_default_and_bounds_every_network():
+    off, huge, tiny = _agents_after_updates([None, 1e9, 1e-3])
+    # A clip no gradient reaches changes nothing, bit for bit.
+    for name, m in off.modules().items():
+        for (k, a), b in zip(m.state_dict().items(), huge.modules()[name].state_dict().values()):
+            assert torch.equal(a, b), (name, k)
+    unclipped, clipped = _grad_norms(off), _grad_norms(tiny)
+    assert set(clipped) == {"actor", "critic", "value", "ae", "clusters"}
+    for name in clipped:
+        assert unclipped[name] > 1e-3 and clipped[name] <= 1e-3 * (1 + 1e-4), (name, unclipped[name], clipped[name])
+    assert not torch.equal(off.actor.net[0].weight, tiny.actor.net[0].weight)

@@ -94,7 +94,7 @@ class L3PAgent:
         t = {k: torch.as_tensor(v) for k, v in vars(b).items()}
         loss_c = losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
                                     t["reward"], t["obs_next"], cfg.gamma, cfg.clip_return)
-        _step(self.opt_critic, loss_c)
+        _step(self.opt_critic, loss_c, self.cfg.grad_norm_clip)
         v_target = losses.value_target(self.critic, t["obs"], t["goal"], t["action"])  # D after its step
         clusters = clusters if self.clusters_ready and clusters is not None else ClusterWork()
         if cfg.overlap_updates:
@@ -107,22 +107,22 @@ class L3PAgent:
         else:
             out = self._landmark_step(t, v_target, clusters)
         loss_a = losses.actor_loss(self.actor, self.critic, t["obs"], t["goal"], cfg.gamma, cfg.action_l2)
-        _step(self.opt_actor, loss_a)
+        _step(self.opt_actor, loss_a, self.cfg.grad_norm_clip)
         self.optimizer_steps += 1
         return {"loss_critic": loss_c.item(), "loss_actor": loss_a.item(), **out}
 
     def _landmark_step(self, t: dict[str, torch.Tensor], v_target: torch.Tensor, clusters: ClusterWork) -> dict:
         loss_v = losses.value_loss(self.value, t["ag_next"], t["goal"], v_target)
-        _step(self.opt_value, loss_v)
+        _step(self.opt_value, loss_v, self.cfg.grad_norm_clip)
         loss_ae = losses.autoencoder_loss(self.ae, self.value, t["ag"], t["goal"], self.cfg.ae_lambda)
-        _step(self.opt_ae, loss_ae)
+        _step(self.opt_ae, loss_ae, self.cfg.grad_norm_clip)
         out = {"loss_value": loss_v.item(), "loss_ae": loss_ae.item()}
         if clusters.refresh_goals is not None:
             self._cluster_batch = self._gls_latents(clusters.refresh_goals, self.cfg.cluster_batch,
                                                     first=clusters.refresh_first)
         if clusters.step:
             loss = losses.cluster_loss(self.clusters, self._cluster_batch)
-            _step(self.opt_clusters, loss)
+            _step(self.opt_clusters, loss, self.cfg.grad_norm_clip)
             out["loss_clusters"] = loss.item()
         return out
 
@@ -218,9 +218,14 @@ def _target_copy(net: torch.nn.Module) -> torch.nn.Module:
     return targ
 
 
-def _step(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+def _step(opt: torch.optim.Optimizer, loss: torch.Tensor, max_norm: float | None = None) -> None:
+    """One step of ``opt`` on ``loss``; with ``max_norm``, its gradient (over all of this
+    optimizer's parameters together) is first rescaled to at most that L2 norm."""
     opt.zero_grad(set_to_none=True)
+    params = [p for group in opt.param_groups for p in group["params"]]
     # Gradients for this optimizer's parameters only: the actor's loss runs through the critic,
     # whose weight gradients would be computed and then thrown away (~1/3 of its backward pass).
-    loss.backward(inputs=[p for group in opt.param_groups for p in group["params"]])
+    loss.backward(inputs=params)
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
     opt.step()

@@ -61,6 +61,8 @@ class TrainConfig:
     # (how fast values propagate: one Bellman backup per ~1/(1 - polyak) target updates).
     target_update_every: int | None = None
     action_l2: float = 1.0
+    # Every network's gradient is rescaled to at most this L2 norm before its step; None = no clipping.
+    grad_norm_clip: float | None = None
     hidden: int = 256
     layers: int = 3
     clip_obs: float = 200.0
@@ -91,9 +93,10 @@ class TrainConfig:
     eval_every_cycles: int = 25
     eval_episodes: int = 20
     # "random": the env's own start/goal distribution; "far": maze start/goal cells >= eval_min_cells
-    # apart by BFS (sim/mazes.py), over the env's full episode length (the paper's maze test).
+    # apart by BFS (sim/mazes.py), the paper's maze test.
     eval_pairs: str = "random"
     eval_min_cells: int = 10
+    eval_max_steps: int | None = None  # evaluation episode length; None = the env's own limit
     checkpoint_every_cycles: int = 25
 
     def __post_init__(self) -> None:
@@ -103,6 +106,12 @@ class TrainConfig:
             raise ValueError(f"eval_pairs must be 'random' or 'far', got {self.eval_pairs!r}")
         if self.max_episode_steps is not None and self.max_episode_steps < 2:
             raise ValueError(f"max_episode_steps must be >= 2 or null, got {self.max_episode_steps!r}")
+        if self.eval_max_steps is not None and self.eval_max_steps < 1:
+            raise ValueError(f"eval_max_steps must be >= 1 or null, got {self.eval_max_steps!r}")
+        if self.eval_min_cells < 1:
+            raise ValueError(f"eval_min_cells must be >= 1, got {self.eval_min_cells!r}")
+        if self.grad_norm_clip is not None and not self.grad_norm_clip > 0:
+            raise ValueError(f"grad_norm_clip must be > 0 or null, got {self.grad_norm_clip!r}")
         if not isinstance(self.planner, PlannerConfig):
             raise TypeError(f"planner must be a PlannerConfig, got {type(self.planner).__name__}")
         self.planner.validate()
@@ -220,6 +229,50 @@ PRESETS: dict[str, TrainConfig] = {
         action_l2=0.05, polyak=0.95, target_update_every=10, n_landmarks=50, extra_landmarks=50,
         planning_start_episodes=500, plan_eps=0.5, eval_pairs="far",
         planner=PlannerConfig(d_max=40.0, local_horizon=20.0, prune_failed=True),
+        eval_every_cycles=50, eval_episodes=20, checkpoint_every_cycles=50,
+    ),
+    # AntMaze (an 8-joint ant, 4 m cells; the paper's AntMaze-Hard protocol): 200-step training
+    # episodes with starts and goals anywhere, evaluation from one end of the U to the other.
+    # The authors' AntMaze settings unless noted: gamma 0.98, clip 100, HER over 100 steps,
+    # batch 1000, action_l2 0.05, gradient norms clipped at 15, 50 landmarks, d_max 20.
+    # Deliberate changes, each from a measurement here:
+    # - one optimizer step per 5 env steps (4 envs x 200 steps, 160 updates per cycle), not per 2:
+    #   the authors' ratio is for a GPU with 3 workers. Here a batch-1000 update runs ~25/s and the
+    #   bare env ~4,200 steps/s, so training is update-bound: 80 / 160 updates per cycle measured
+    #   3.3 / 6.5 s per cycle (240 / 120 env steps/s, planning on); 1 per 5 fits ~1.2 M env steps
+    #   (~240 k updates) in ~3 h, 1 per 2 would fit ~0.5 M (Push makes 1 per 20, PointMaze 1 per 8);
+    # - 50 extra training landmarks, not 150 (the PointMaze preset measured 1.8 s vs 0.5 s per cycle
+    #   for the planned episodes' graphs);
+    # - d_max 30 and local horizon 15 steps, not 20 / 10: a fast open-loop gait found by random
+    #   search moves the ant 0.107 m per step (2.1 m/s; random actions drift 1-4 m in 200 steps),
+    #   so a 4 m cell takes >= ~37 steps, and 50 landmarks over the U's 7 cells sit ~1.5 m apart,
+    #   i.e. >= ~15 steps for a policy that is slower than that gait: 20 would cut many edges
+    #   between neighbouring landmarks;
+    # - target updates every 10 optimizer steps (Polyak 0.95) and noise 0.2 / random 0.2, as the
+    #   PointMaze preset measured for short maze training episodes;
+    # - buffer 10 000 episodes (2 M transitions) and planning after 500 episodes, as PointMaze;
+    # - evaluation: the two end-to-end pairs (far pairs >= 6 cells apart are exactly (1,1) <-> (3,1))
+    #   over the paper's 500 steps (the env's limit is 700: `l3p eval --max-steps 700` measures it).
+    "AntMaze_UMaze-v5": TrainConfig(
+        env_id="AntMaze_UMaze-v5", total_env_steps=1_200_000, max_episode_steps=200, n_envs=4,
+        warmup_episodes=100, noise_eps=0.2, random_eps=0.2, updates_per_cycle=160, batch_size=1000,
+        buffer_episodes=10_000, relabel_p=0.8, future_step=100, gamma=0.98, clip_return=100.0,
+        action_l2=0.05, grad_norm_clip=15.0, polyak=0.95, target_update_every=10, n_landmarks=50,
+        extra_landmarks=50, planning_start_episodes=500, plan_eps=0.5, eval_pairs="far", eval_min_cells=6,
+        eval_max_steps=500, planner=PlannerConfig(d_max=30.0, local_horizon=15.0, prune_failed=True),
+        eval_every_cycles=50, eval_episodes=20, checkpoint_every_cycles=50,
+    ),
+    # Medium (8 x 8, 26 free cells, BFS diameter 11, 1000-step episodes): the UMaze settings; 50
+    # landmarks over 26 cells sit ~one cell (>= ~37 steps) apart, hence d_max 45 / horizon 20;
+    # far pairs >= 8 cells (116 ordered pairs, >= 32 m of path, far past what 200-step training
+    # episodes cover); not yet trained here: whether the bare policy fails them is still to measure.
+    "AntMaze_Medium-v5": TrainConfig(
+        env_id="AntMaze_Medium-v5", total_env_steps=1_200_000, max_episode_steps=200, n_envs=4,
+        warmup_episodes=100, noise_eps=0.2, random_eps=0.2, updates_per_cycle=160, batch_size=1000,
+        buffer_episodes=10_000, relabel_p=0.8, future_step=100, gamma=0.98, clip_return=100.0,
+        action_l2=0.05, grad_norm_clip=15.0, polyak=0.95, target_update_every=10, n_landmarks=50,
+        extra_landmarks=50, planning_start_episodes=500, plan_eps=0.5, eval_pairs="far", eval_min_cells=8,
+        planner=PlannerConfig(d_max=45.0, local_horizon=20.0, prune_failed=True),
         eval_every_cycles=50, eval_episodes=20, checkpoint_every_cycles=50,
     ),
 }

@@ -101,8 +101,9 @@ class Trainer:
         # The envs that collect; with a collector process they live there and this one only lends
         # its spec and reward function.
         self.env = VecGoalEnv(cfg.env_id, cfg.n_envs if cfg.collector == "inline" else 1, cfg.max_episode_steps)
-        # Evaluation runs the env's own (full) episode length, whatever the training length.
-        self.eval_env = VecGoalEnv(cfg.env_id, min(cfg.eval_episodes, 10))
+        # Evaluation runs its own episode length (default the env's full limit), whatever the
+        # training length: the maze protocol trains on short episodes and tests on long ones.
+        self.eval_env = VecGoalEnv(cfg.env_id, min(cfg.eval_episodes, 10), cfg.eval_max_steps)
         self.spec = self.env.spec
         self.agent = L3PAgent(cfg, self.spec)
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
@@ -302,7 +303,9 @@ def run_provenance(command: str, config: dict, progress: dict, optimizer_steps: 
             # Only measured cells: a run that ended before planning started has no l3p entry.
             "success": {**{mode: last[f"success_{mode}"] for mode in ("policy", "l3p") if f"success_{mode}" in last},
                         "eval_episodes": config["eval_episodes"], "eval_seed_base": TRAINING_EVAL,
-                        "eval_pairs": config.get("eval_pairs", "random")},
+                        "eval_pairs": config.get("eval_pairs", "random"),
+                        **({"eval_min_cells": config.get("eval_min_cells")} if config.get("eval_pairs") == "far" else {}),
+                        "eval_max_steps": config.get("eval_max_steps")},
             "machine": f"{platform.machine()} {os.cpu_count()} cpu, torch {torch.__version__}, "
                        f"{config['torch_threads']} thread(s)"}
 
