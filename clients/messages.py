@@ -1,5 +1,6 @@
 """Plain values <-> the planner's messages: episode options in, steps, model info and episode
-summaries out; and the retry policy of the calls that may be repeated. Names and ranges come from `l3p.core.names`, enums from `l3p.protos.mapping`."""
+summaries out; and the retry policy of the calls that may be repeated. Names and ranges come from
+`l3p.core.names`, enums from `l3p.protos.mapping`."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ session with the same seed, so a run is reproducible and ``l3p eval`` can replay
 episodes under every planner mode. With ``--pairs far`` (mazes) episode ``i`` is also pinned to
 the i-th pair of a fixed list of start/goal cells >= ``--min-cells`` (default 10) apart by BFS,
 drawn from ``seed`` (``l3p.sim.mazes``). Episodes last the env's own time limit, or ``--max-steps``
-(the paper's AntMaze test: 500 steps, the env's limit is 700). Success is the env's own flag at the last step, read as the env declares
-it (``l3p.sim.envs.GoalEnvAdapter``). Latency is the client-side round trip of each Act (or
-stream message).
+(the paper's AntMaze test: 500 steps, the env's limit is 700). Success is the env's own flag at
+the last step, read as the env declares it (``l3p.sim.envs.GoalEnvAdapter``). Latency is the
+client-side round trip of each Act (or stream message).
 
 A planner variant is a mode with optional per-episode overrides, ``MODE[@key=value...]``,
 e.g. ``l3p@search=hard`` or ``naive@local_horizon=0``.

@@ -57,7 +57,7 @@ COMMANDS: tuple[Command, ...] = (
             "l3p.clients.runner", "add_run_arguments", "run_run", "sim"),
     Command("eval", "compare planner modes on the same episodes (table + JSON)",
             "l3p.clients.evaluate", "add_eval_arguments", "run_eval", "sim"),
-    Command("plot", "draw a maze episode (or, with --landmarks-only, a bundle's landmark graph): walls, landmarks, solved graph, trajectory by subgoal (PNG)",
+    Command("plot", "draw a maze episode, or with --landmarks-only a bundle's landmark graph (PNG)",
             "l3p.plot", "add_plot_arguments", "run_plot", "serve,sim"),
     Command("demo", "serve the shipped models and drive Fetch and maze episodes through them",
             "l3p.demo", "add_demo_arguments", "run_demo", "serve,sim"),
