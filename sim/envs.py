@@ -17,9 +17,13 @@ limit (episodes end by truncation, so n envs are stepped in lockstep and each is
 How L3P reads an env is declared per env class, never guessed from its name (``GoalEnvAdapter``):
 - success: ``info[success_key]`` after a step; default ``"is_success"`` (the GoalEnv convention);
 - reward: ``compute_reward(...) + reward_offset`` must be 0 at the goal and -1 elsewhere (the
-  distance critic counts steps); default offset 0.
-A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset``
-(plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
+  distance critic counts steps); default offset 0;
+- position: an env whose ``observation`` leaves out where the robot is (the ant maze drops the
+  torso's x, y) declares ``prepend_achieved_goal``, and ``make_env`` puts ``achieved_goal`` in
+  front of ``observation``: a goal-conditioned policy cannot head for a goal it cannot locate.
+  Served bundles then take that longer observation (a robot sends its position first).
+A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset`` /
+``l3p_prepend_achieved_goal`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
 anything else gets the default. ``make_env`` probes ``compute_reward`` at the goal and far from
 it and refuses an env whose offset reward is not 0 / -1 there, saying what to declare.
 """
@@ -48,10 +52,12 @@ class UnknownEnvError(L3PError, ValueError):
 
 @dataclass(frozen=True)
 class GoalEnvAdapter:
-    """How L3P reads one goal env: its success flag and the offset that makes its reward -1 / 0."""
+    """How L3P reads one goal env: its success flag, the offset that makes its reward -1 / 0, and
+    whether its observation needs the achieved goal in front (see the module docstring)."""
 
     success_key: str = "is_success"
     reward_offset: float = 0.0
+    prepend_achieved_goal: bool = False
 
     def success(self, info: Mapping[str, Any]) -> bool:
         try:
@@ -65,7 +71,10 @@ class GoalEnvAdapter:
 ADAPTERS: dict[str, GoalEnvAdapter] = {
     # Fetch (every gymnasium-robotics robot env): info["is_success"], reward -1 / 0.
     "gymnasium_robotics.envs.robot_env:BaseRobotEnv": GoalEnvAdapter("is_success", 0.0),
-    # PointMaze_* and AntMaze_*: info["success"], sparse reward 1 at the goal and 0 elsewhere.
+    # AntMaze_*: as the mazes below, and the ant's observation has no torso x, y.
+    "gymnasium_robotics.envs.maze.ant_maze_v5:AntMazeEnv": GoalEnvAdapter("success", -1.0, True),
+    "gymnasium_robotics.envs.maze.ant_maze_v4:AntMazeEnv": GoalEnvAdapter("success", -1.0, True),
+    # PointMaze_* (x, y first in its observation): info["success"], sparse reward 1 at the goal, 0 elsewhere.
     "gymnasium_robotics.envs.maze.maze_v4:MazeEnv": GoalEnvAdapter("success", -1.0),
     "gymnasium_robotics.envs.maze.maze:MazeEnv": GoalEnvAdapter("success", -1.0),
 }
@@ -74,9 +83,10 @@ ADAPTERS: dict[str, GoalEnvAdapter] = {
 def goal_adapter(env: gym.Env) -> GoalEnvAdapter:
     """The env's declared adapter: its own class attributes, else ``ADAPTERS``, else the default."""
     cls = type(env.unwrapped)
-    if hasattr(cls, "l3p_success_key") or hasattr(cls, "l3p_reward_offset"):
+    if any(hasattr(cls, f"l3p_{name}") for name in ("success_key", "reward_offset", "prepend_achieved_goal")):
         return GoalEnvAdapter(str(getattr(cls, "l3p_success_key", "is_success")),
-                              float(getattr(cls, "l3p_reward_offset", 0.0)))
+                              float(getattr(cls, "l3p_reward_offset", 0.0)),
+                              bool(getattr(cls, "l3p_prepend_achieved_goal", False)))
     for base in cls.__mro__:
         adapter = ADAPTERS.get(f"{base.__module__}:{base.__qualname__}")
         if adapter is not None:
@@ -163,9 +173,28 @@ def make_env(env_id: str, *, render: bool = False, size: int = 480, max_episode_
     except BaseException:
         close_env(env)
         raise
+    if goal_adapter(env).prepend_achieved_goal:
+        env = AchievedGoalFirst(env)
     if render and hasattr(env.unwrapped, "maze"):
         frame_whole_maze(env)
     return env
+
+
+class AchievedGoalFirst(gym.ObservationWrapper):
+    """``observation`` with ``achieved_goal`` in front, for envs that leave the robot's position out."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        obs, goal = env.observation_space["observation"], env.observation_space["achieved_goal"]
+        self.observation_space = spaces.Dict({
+            **env.observation_space.spaces,
+            "observation": spaces.Box(np.concatenate([goal.low, obs.low]), np.concatenate([goal.high, obs.high]),
+                                      dtype=obs.dtype),
+        })
+
+    def observation(self, observation: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        first = np.concatenate([observation["achieved_goal"], observation["observation"]])
+        return {**observation, "observation": first.astype(observation["observation"].dtype, copy=False)}
 
 
 def _check_goal_env(env: gym.Env, env_id: str) -> None:

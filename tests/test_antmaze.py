@@ -37,7 +37,16 @@ def test_the_umaze_is_the_papers_u_scaled_by_four(umaze):
     assert layout.tolist() == [[1, 1, 1, 1, 1], [1, 0, 0, 0, 1], [1, 1, 1, 0, 1], [1, 0, 0, 0, 1], [1, 1, 1, 1, 1]]
     assert mazes.maze_scaling(umaze) == 4.0
     space = umaze.observation_space
-    assert (space["observation"].shape, space["desired_goal"].shape, umaze.action_space.shape) == ((105,), (2,), (8,))
+    # The ant's 105 numbers (joints, velocities, contact forces) with its torso x, y in front.
+    assert (space["observation"].shape, space["desired_goal"].shape, umaze.action_space.shape) == ((107,), (2,), (8,))
+
+
+def test_the_ant_sees_where_it_is(umaze):
+    obs, _ = umaze.reset(seed=3, options={"reset_cell": (1, 1), "goal_cell": (3, 1)})
+    for _ in range(3):
+        np.testing.assert_array_equal(obs["observation"][:2], obs["achieved_goal"])
+        assert obs["observation"][2] == pytest.approx(umaze.unwrapped.ant_env.data.qpos[2], abs=1e-6)  # torso z next
+        obs, *_ = umaze.step(np.full(8, 0.5, np.float32))
 
 
 def test_far_pairs_six_cells_apart_are_the_two_ends(umaze):
