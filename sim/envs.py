@@ -186,15 +186,14 @@ class AchievedGoalFirst(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         obs, goal = env.observation_space["observation"], env.observation_space["achieved_goal"]
-        self.observation_space = spaces.Dict({
-            **env.observation_space.spaces,
-            "observation": spaces.Box(np.concatenate([goal.low, obs.low]), np.concatenate([goal.high, obs.high]),
-                                      dtype=obs.dtype),
-        })
+        self._dtype = np.result_type(goal.dtype, obs.dtype)
+        low, high = (np.concatenate([g, o]).astype(self._dtype) for g, o in ((goal.low, obs.low), (goal.high, obs.high)))
+        self.observation_space = spaces.Dict({**env.observation_space.spaces,
+                                              "observation": spaces.Box(low, high, dtype=self._dtype)})
 
     def observation(self, observation: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        first = np.concatenate([observation["achieved_goal"], observation["observation"]])
-        return {**observation, "observation": first.astype(observation["observation"].dtype, copy=False)}
+        first = np.concatenate([observation["achieved_goal"], observation["observation"]]).astype(self._dtype, copy=False)
+        return {**observation, "observation": first}
 
 
 def _check_goal_env(env: gym.Env, env_id: str) -> None:

@@ -128,7 +128,8 @@ def test_presets_train_short_and_evaluate_the_papers_way():
     assert (u.max_episode_steps, u.eval_max_steps, u.eval_pairs, u.eval_min_cells) == (200, 500, "far", 6)
     assert (m.max_episode_steps, m.eval_max_steps, m.eval_pairs, m.eval_min_cells) == (200, None, "far", 8)
     assert u.grad_norm_clip == m.grad_norm_clip == 15.0
-    assert (u.gamma, u.clip_return, u.future_step, u.batch_size, u.action_l2) == (0.98, 100.0, 100, 1000, 0.05)
+    assert (u.gamma, u.clip_return, u.future_step, u.action_l2) == (0.98, 100.0, 100, 0.05)
+    assert u.updates_per_cycle / (u.n_envs * u.max_episode_steps) == 0.5  # the authors' one update per 2 env steps
 
 
 # --------------------------------------------------------------------------- train, serve, run
