@@ -41,16 +41,6 @@ class PlannerStub:
                 request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.GetModelInfoRequest.SerializeToString,
                 response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ModelInfo.FromString,
                 _registered_method=True)
-        self.ListModels = channel.unary_unary(
-                '/l3p.v1.Planner/ListModels',
-                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.SerializeToString,
-                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.FromString,
-                _registered_method=True)
-        self.ReloadModels = channel.unary_unary(
-                '/l3p.v1.Planner/ReloadModels',
-                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.SerializeToString,
-                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.FromString,
-                _registered_method=True)
         self.StartEpisode = channel.unary_unary(
                 '/l3p.v1.Planner/StartEpisode',
                 request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.StartEpisodeRequest.SerializeToString,
@@ -71,6 +61,16 @@ class PlannerStub:
                 request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.SerializeToString,
                 response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.FromString,
                 _registered_method=True)
+        self.ListModels = channel.unary_unary(
+                '/l3p.v1.Planner/ListModels',
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.FromString,
+                _registered_method=True)
+        self.ReloadModels = channel.unary_unary(
+                '/l3p.v1.Planner/ReloadModels',
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.FromString,
+                _registered_method=True)
 
 
 class PlannerServicer:
@@ -80,21 +80,6 @@ class PlannerServicer:
 
     def GetModelInfo(self, request, context):
         """The named model's current version: bundle and planner defaults.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListModels(self, request, context):
-        """Every served model, its current version, and the versions still finishing episodes.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ReloadModels(self, request, context):
-        """Looks at the repository now (as its periodic watch does) and loads every new version;
-        needs an admin token (`l3p serve --admin-token-file`), PERMISSION_DENIED otherwise.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -129,6 +114,21 @@ class PlannerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListModels(self, request, context):
+        """Every served model, its current version, and the versions still finishing episodes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReloadModels(self, request, context):
+        """Looks at the repository now (as its periodic watch does) and loads every new version;
+        needs an admin token (`l3p serve --admin-token-file`), PERMISSION_DENIED otherwise.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlannerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -136,16 +136,6 @@ def add_PlannerServicer_to_server(servicer, server):
                     servicer.GetModelInfo,
                     request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.GetModelInfoRequest.FromString,
                     response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ModelInfo.SerializeToString,
-            ),
-            'ListModels': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListModels,
-                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.FromString,
-                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.SerializeToString,
-            ),
-            'ReloadModels': grpc.unary_unary_rpc_method_handler(
-                    servicer.ReloadModels,
-                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.FromString,
-                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.SerializeToString,
             ),
             'StartEpisode': grpc.unary_unary_rpc_method_handler(
                     servicer.StartEpisode,
@@ -166,6 +156,16 @@ def add_PlannerServicer_to_server(servicer, server):
                     servicer.Control,
                     request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.FromString,
                     response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.SerializeToString,
+            ),
+            'ListModels': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListModels,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'ReloadModels': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReloadModels,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -197,60 +197,6 @@ class Planner:
             '/l3p.v1.Planner/GetModelInfo',
             l3p_dot_protos_dot_l3p__planner__pb2.GetModelInfoRequest.SerializeToString,
             l3p_dot_protos_dot_l3p__planner__pb2.ModelInfo.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListModels(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/l3p.v1.Planner/ListModels',
-            l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.SerializeToString,
-            l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ReloadModels(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/l3p.v1.Planner/ReloadModels',
-            l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.SerializeToString,
-            l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -359,6 +305,60 @@ class Planner:
             '/l3p.v1.Planner/Control',
             l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.SerializeToString,
             l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/l3p.v1.Planner/ListModels',
+            l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReloadModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/l3p.v1.Planner/ReloadModels',
+            l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -318,13 +318,21 @@ def test_episode_options_are_the_per_episode_planner_options():
 def test_episode_config_from_options():
     defaults = PlannerConfig()
     assert episode_config(pb.EpisodeOptions(), defaults) == (defaults, None)
-    options = pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, search=pb.SEARCH_KIND_HARD, d_max=12.5,
+    options = pb.EpisodeOptions(mode=pb.PLANNER_MODE_L3P, search=pb.SEARCH_KIND_HARD, d_max=12.5,
                                 temperature=3.0, local_horizon=0.0, sample_subgoal=True,
                                 prune_failed=True, seed=7)
     config, seed = episode_config(options, defaults)
     assert seed == 7
-    assert config == defaults.replace(mode="naive", search="hard", d_max=12.5, temperature=3.0,
+    assert config == defaults.replace(mode="l3p", search="hard", d_max=12.5, temperature=3.0,
                                       local_horizon=0.0, sample_subgoal=True, prune_failed=True)
+    # prune_failed does nothing in naive and policy: refused like any option that does not apply.
+    for mode in (pb.PLANNER_MODE_NAIVE, pb.PLANNER_MODE_POLICY):
+        with pytest.raises(InvalidRequestError, match="options.prune_failed applies to mode l3p only"):
+            episode_config(pb.EpisodeOptions(mode=mode, prune_failed=True), defaults)
+    assert episode_config(pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, prune_failed=False),
+                          defaults)[0].mode == "naive"
+    with pytest.raises(InvalidRequestError, match="prune_failed applies to mode l3p only, not policy"):
+        episode_config(pb.EpisodeOptions(prune_failed=True), defaults.replace(mode="policy"))
     with pytest.raises(InvalidRequestError, match="options.mode is 9, not a known PlannerMode; expected "
                        "one of PLANNER_MODE_L3P, PLANNER_MODE_NAIVE, PLANNER_MODE_POLICY"):
         episode_config(pb.EpisodeOptions(mode=9), defaults)
