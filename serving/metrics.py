@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import http.server
+import logging
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from typing import Any
 
 import prometheus_client as prom
 
+from l3p.serving.logs import limited_event
 from l3p.serving.security import TokenTable, bearer_token
 
 # A scrape that sends nothing for this long is dropped (one thread per open connection).
@@ -37,6 +40,11 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
+
+    def handle_error(self, request, client_address) -> None:
+        # A failed handshake or a dropped scrape: one JSON line (socketserver prints a traceback).
+        error = sys.exc_info()[1]
+        limited_event(logging.INFO, "metrics_request_failed", error=repr(error)[:200])
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,10 @@ class ModelSpec:
     pins: dict[str, frozenset[str]] = field(default_factory=dict)
     default: str | None = None
 
+    @property
+    def pin_option(self) -> str:
+        return "--bundle-sha256" if self.bundle is not None else "--model-sha256"
+
     @staticmethod
     def bundle_name(path: Path) -> str:
         """The model name of a --bundle directory: its name, made safe."""
@@ -146,12 +150,13 @@ class Repository:
     def __init__(self, sources: Callable[[], dict[str, Candidate]], pins: dict[str, frozenset[str]],
                  make_engine: Callable[[Bundle, str], Engine], default: str | None = None,
                  on_change: Callable[[ModelVersion, str], None] = lambda version, what: None,
-                 metrics: Metrics | None = None):
+                 metrics: Metrics | None = None, pin_option: str = "--model-sha256"):
         self._sources = sources
         self._pins = pins
         self._make_engine = make_engine
         self._on_change = on_change  # (version, "loaded" | "unloaded")
         self._metrics = metrics
+        self._pin_option = pin_option  # where pins come from, for messages
         self._requested_default = default
         self.default = ""
         self.models: dict[str, _Model] = {}
@@ -199,9 +204,9 @@ class Repository:
         digest = check_pin(candidate.path, manifest, None)
         allowed = self._pins.get(candidate.name)
         if allowed is not None and digest not in allowed:
-            raise BundleError(f"bundle {candidate.path} has digest {digest}, not a pinned "
-                              f"sha256 of model {candidate.name} ({', '.join(sorted(allowed))}); "
-                              "refusing to serve it")
+            raise BundleError(f"bundle {candidate.path} has digest {digest}, not the pinned "
+                              f"{self._pin_option} {' or '.join(sorted(allowed))}; refusing to "
+                              "serve it")
         before = _resident_bytes()
         # Pinned to the digest just checked: a manifest changed since then is refused.
         bundle = load_bundle(candidate.path, digest, pin_source=f"digest of {where}")

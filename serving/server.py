@@ -108,7 +108,8 @@ class PlannerServer:
                                                metrics=self.metrics)
         else:
             self.models = Repository(models.sources, models.pins, make_engine, models.default,
-                                     self._on_model, metrics=self.metrics)
+                                     self._on_model, metrics=self.metrics,
+                                     pin_option=models.pin_option)
             try:
                 self.models.load_all()
             except BaseException:
