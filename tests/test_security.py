@@ -376,6 +376,16 @@ def test_unsafe_or_incomplete_options_are_refused(untrained_bundle, args, messag
     assert message in one_line_error(serve_once(untrained_bundle, *args))
 
 
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000, "manifest.json: not readable JSON (nested too deeply)"),
+    ('{"format": ' + "9" * 5000 + "}", "manifest.json: not readable JSON (Exceeds the limit"),
+])
+def test_a_hostile_manifest_is_refused_in_one_line(untrained_bundle, tmp_path, text, message):
+    hostile = Path(shutil.copytree(untrained_bundle, tmp_path / "hostile"))
+    (hostile / "manifest.json").write_text(text)
+    assert message in one_line_error(serve_once(hostile))
+
+
 def test_bad_tls_and_token_files_are_refused(untrained_bundle, tls_dir, tmp_path):
     mismatched = ["--tls-cert", str(tls_dir / "server.crt"), "--tls-key", str(tls_dir / "robot-a.key")]
     assert "KEY_VALUES_MISMATCH" in one_line_error(serve_once(untrained_bundle, *mismatched))
