@@ -112,6 +112,22 @@ class _Model:
     refused: tuple[Path, str] | None = None  # the candidate that failed: not retried unchanged
 
 
+def check_models(found: dict[str, Candidate], pins: dict[str, frozenset[str]],
+                 default: str | None) -> str:
+    """The default model of a repository holding ``found``; BundleError if it holds none, or the
+    pins or the default name a model it does not hold."""
+    if not found:
+        raise BundleError("no model bundle found (a model is DIR/NAME/manifest.json or "
+                          "DIR/NAME/VERSION/manifest.json)")
+    unpinned = sorted(set(pins) - set(found))
+    if unpinned:
+        raise BundleError(f"--model-sha256 names {', '.join(unpinned)}, which the repository "
+                          f"does not hold (models: {', '.join(found)})")
+    if default is not None and default not in found:
+        raise BundleError(f"--default-model {default}: no such model (models: {', '.join(found)})")
+    return default or next(iter(found))
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """What a server serves: a models directory (``--models``) or one bundle (``--bundle``), the
@@ -182,20 +198,9 @@ class Repository:
     def load_all(self) -> None:
         """Loads every model found (at startup): BundleError names the first that fails."""
         found = self._sources()
-        if not found:
-            raise BundleError("no model bundle found (a model is DIR/NAME/manifest.json or "
-                              "DIR/NAME/VERSION/manifest.json)")
-        unpinned = sorted(set(self._pins) - set(found))
-        if unpinned:
-            raise BundleError(f"--model-sha256 names {', '.join(unpinned)}, which the repository "
-                              f"does not hold (models: {', '.join(found)})")
+        self.default = check_models(found, self._pins, self._requested_default)
         for candidate in found.values():
             self._install(self._load(candidate))
-        default = self._requested_default or next(iter(found))
-        if default not in self.models:
-            raise BundleError(f"--default-model {default}: no such model (models: "
-                              f"{', '.join(self.models)})")
-        self.default = default
 
     def _load(self, candidate: Candidate) -> ModelVersion:
         """Blocking: verify (digest pin, from the manifest alone), load, build the engine."""

@@ -10,7 +10,7 @@ import sys
 
 from l3p.core.bundle_format import BundleError, read_manifest
 from l3p.core.errors import L3PError
-from l3p.serving.repository import ModelSpec
+from l3p.serving.repository import ModelSpec, check_models
 from l3p.serving.security import Security, security_from_args
 from l3p.serving.threads import limit_blas_threads
 
@@ -41,7 +41,9 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         spec = ModelSpec(bundle=args.bundle, pins=pins, default=args.default_model)
     else:
         spec = ModelSpec(root=args.models, pins=pins, default=args.default_model)
-    for candidate in spec.sources().values():  # fail fast, before a process is spawned
+    found = spec.sources()  # fail fast, before a process is spawned or a graph loaded
+    check_models(found, spec.pins, spec.default)
+    for candidate in found.values():
         read_manifest(candidate.path)
     return spec
 
