@@ -132,7 +132,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     """Serves until SIGTERM/SIGINT; the exit code. A server that cannot start raises an L3PError
     (bundle, security settings, busy port)."""
-    configure_logging(args.log_level, capture_native=True)
+    # With --processes N each process captures its own native messages; the parent runs no gRPC
+    # server, and its children must inherit the real stderr, not a pipe of the parent's.
+    configure_logging(args.log_level, capture_native=args.processes == 1)
     prepared = prepare(args)
     if args.processes > 1:
         return run_processes(args)
