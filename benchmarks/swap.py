@@ -267,7 +267,9 @@ def print_table(r: dict) -> None:
     print(f"failed calls {r['failed_calls']}, lost episodes {r['lost_episodes']}, episodes started on "
           f"v1/v2 {r['episodes_started_on_v1']}/{r['episodes_started_on_v2']}, episodes whose actions "
           f"differ from their version's {r['episodes_not_matching_their_version']}")
-    ok = lambda cond: "met" if cond else "NOT met"  # noqa: E731
+    def ok(condition: bool) -> str:
+        return "met" if condition else "NOT met"
+
     print(f"target: 0 failed, 0 lost, 0 mismatched: {ok(r['failed_calls'] == r['lost_episodes'] == r['episodes_not_matching_their_version'] == 0)}; "
           f"p99 during swap <= 2x reference ({r['p99_ratio_swap_over_reference']}x): "
           f"{ok(r['p99_ratio_swap_over_reference'] <= 2)}")

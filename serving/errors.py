@@ -24,6 +24,10 @@ class UnknownModelError(KeyError):
         return self.args[0]
 
 
+class AdminOnlyError(RuntimeError):
+    """An operator's call on a server that admits no operator (no --admin-token-file)."""
+
+
 class DeadlineError(RuntimeError):
     """The call's deadline passed before its answer could be of use."""
 
@@ -32,7 +36,7 @@ _STATUS_OF = (
     (InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
     (SessionNotFoundError, grpc.StatusCode.NOT_FOUND),
     (UnknownModelError, grpc.StatusCode.NOT_FOUND),
-    (PermissionError, grpc.StatusCode.PERMISSION_DENIED),
+    (AdminOnlyError, grpc.StatusCode.PERMISSION_DENIED),
     (StreamOrderError, grpc.StatusCode.FAILED_PRECONDITION),
     (SessionLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (DeadlineError, grpc.StatusCode.DEADLINE_EXCEEDED),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -78,8 +79,6 @@ def _resident_bytes() -> int:
     """This process's resident memory (Linux /proc; 0 elsewhere)."""
     try:
         with open("/proc/self/statm") as statm:
-            import os
-
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
@@ -229,7 +228,7 @@ class Repository:
             loop = asyncio.get_running_loop()
             try:
                 found = await loop.run_in_executor(self._loader, self._changed)
-            except OSError as exc:
+            except (OSError, L3PError) as exc:  # the directory went away or became unreadable
                 event(logging.WARNING, "repository_unreadable", error=str(exc))
                 return []
             for candidate, digest in found:

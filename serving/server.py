@@ -159,7 +159,10 @@ class PlannerServer:
     async def _watch(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
-            await self.models.refresh()
+            try:
+                await self.models.refresh()
+            except Exception as exc:  # a bug must not end the watch: the next poll tries again
+                event(logging.ERROR, "watch_failed", exc, error=repr(exc))
 
     async def stop(self, grace_s: float | None) -> None:
         """Health NOT_SERVING, refuse new calls, give calls in flight grace_s to finish (None:

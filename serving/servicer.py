@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.errors import (
+    AdminOnlyError,
     DeadlineError,
     InvalidRequestError,
     StreamOrderError,
@@ -109,7 +110,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
     @_answers_errors
     async def ReloadModels(self, request, context):
         if not self._may_reload():
-            raise PermissionError(
+            raise AdminOnlyError(
                 "ReloadModels is off on this server: start it with --admin-token-file and call "
                 "with an admin token (the repository watch, --poll-interval, swaps without it)")
         loads = await self._models.refresh()
