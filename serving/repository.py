@@ -108,7 +108,6 @@ class _Model:
     current: ModelVersion
     draining: list[ModelVersion] = field(default_factory=list)
     last_error: str = ""
-    refused: tuple[Path, str] | None = None  # the candidate that failed: not retried unchanged
 
 
 def check_models(found: dict[str, Candidate], pins: dict[str, frozenset[str]],
@@ -175,6 +174,8 @@ class Repository:
         self._requested_default = default
         self.default = ""
         self.models: dict[str, _Model] = {}
+        # Per model, the candidate whose load failed (path, digest): not tried again unchanged.
+        self._refused: dict[str, tuple[Path, str]] = {}
         self._refresh_lock = asyncio.Lock()
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="l3p-load")
 
@@ -235,12 +236,13 @@ class Repository:
                 model = self.models.get(candidate.name)
                 try:
                     version = await loop.run_in_executor(self._loader, self._load, candidate)
-                except (L3PError, OSError) as exc:
-                    message = str(exc)
+                except Exception as exc:  # noqa: BLE001 (whatever a bad bundle raises, the current serves)
+                    message = str(exc) if isinstance(exc, (L3PError, OSError)) else repr(exc)
                     if self._metrics is not None:
                         self._metrics.model_loads.labels(candidate.name, "failed").inc()
+                    self._refused[candidate.name] = (candidate.path, digest)
                     if model is not None:
-                        model.last_error, model.refused = message, (candidate.path, digest)
+                        model.last_error = message
                     event(logging.ERROR, "model_load_failed", model=candidate.name,
                           version=candidate.version, error=message,
                           serving=model.current.label() if model is not None else None)
@@ -265,12 +267,13 @@ class Repository:
                 current = model.current
                 if (current.version, current.digest) == (candidate.version, digest):
                     continue
-                if model.refused == (candidate.path, digest):
-                    continue
+            if self._refused.get(name) == (candidate.path, digest):
+                continue
             changed.append((candidate, digest))
         return changed
 
     def _install(self, version: ModelVersion) -> None:
+        self._refused.pop(version.name, None)
         model = self.models.get(version.name)
         if model is None:
             self.models[version.name] = _Model(version)
@@ -284,7 +287,7 @@ class Repository:
         self._on_change(version, "loaded")
         if model is not None:
             old = model.current
-            model.current, model.last_error, model.refused = version, "", None
+            model.current, model.last_error = version, ""
             old.retired = True
             if old.sessions:
                 model.draining.append(old)

@@ -281,6 +281,14 @@ def test_the_watch_refuses_a_version_the_pin_does_not_allow(tmp_path, untrained_
         shutil.rmtree(root / "reach" / "2")
         shutil.copytree(untrained_bundle, root / "reach" / "3")
         wait_until(lambda: statuses(stub)["reach"].info.version == "3", "the watch to load version 3")
+        # A model that appears is served too; one that leaves keeps serving.
+        shutil.copytree(untrained_bundle, root / "arm")
+        wait_until(lambda: "arm" in statuses(stub), "the watch to load the new model")
+        started = stub.StartEpisode(pb.StartEpisodeRequest(goal=REACH_GOAL, model="arm"), timeout=TIMEOUT)
+        assert (started.model, started.version) == ("arm", "")
+        shutil.rmtree(root / "arm")
+        assert stub.Act(pb.ActRequest(session_id=started.session_id, observation=[0.0] * 10), timeout=TIMEOUT).step == 0
+        assert "arm" in statuses(stub)
 
 
 def serve_once(*args: str) -> subprocess.CompletedProcess:
