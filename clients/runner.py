@@ -35,6 +35,7 @@ import numpy as np
 
 from l3p.clients.client import (
     ModelInfo,
+    NotFound,
     PlannerClient,
     PlannerError,
     channel_credentials,
@@ -274,6 +275,9 @@ def run_episodes(
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default=DEFAULT_SERVER, metavar="HOST:PORT",
                         help=f"planner server address (default {DEFAULT_SERVER})")
+    parser.add_argument("--model", default=None, metavar="NAME",
+                        help="the served model to drive (l3p serve --models; default: the "
+                             "server's default model)")
     parser.add_argument("--env", default=None, metavar="ENV",
                         help="goal env: a gymnasium id or package.module:EnvClass (default: the served model's env)")
     parser.add_argument("--force-env", action="store_true",
@@ -322,9 +326,12 @@ def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
     except (OSError, ValueError) as err:
         raise ConnectionConfigError(str(err)) from None
     client = PlannerClient(args.server, timeout_s=args.timeout, credentials=credentials, token=token,
-                           tls_server_name=args.tls_server_name)
+                           tls_server_name=args.tls_server_name, model=args.model)
     try:
         info = client.model_info()
+    except NotFound as err:  # the server answered: it does not serve that model
+        client.close()
+        raise EnvMismatchError(f"{args.server}: {err.message}") from None
     except PlannerError as err:
         client.close()
         raise ServerUnreachable(f"cannot reach the planner server at {args.server}: {err}") from err

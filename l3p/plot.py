@@ -53,6 +53,9 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument("--bundle", type=Path, required=True, help="the maze model bundle (its graph is drawn)")
     parser.add_argument("--server", default=None, metavar="HOST:PORT",
                         help="planner server serving that bundle (default: start one on --bundle)")
+    parser.add_argument("--model", default=None, metavar="NAME",
+                        help="with --server: the served model that is that bundle (default: the "
+                             "server's default model)")
     parser.add_argument("--seed", type=int, default=HELD_OUT,
                         help=f"episode seed (and far-pair list seed; default {HELD_OUT}: the held-out list)")
     parser.add_argument("--pairs", choices=("random", "far"), default="far")
@@ -126,7 +129,7 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
         if server is not None:
             server.start()
             server.wait_ready()
-        with PlannerClient(args.server or server.target) as client:
+        with PlannerClient(args.server or server.target, model=args.model if args.server else None) as client:
             (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, args.pairs, args.min_cells)
             ep = run_episode(client, env, index=0, seed=seed, mode=args.planner, pair=pair, record=True)
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
