@@ -21,6 +21,7 @@ from pathlib import Path
 
 from l3p.clients.client import PlannerClient, PlannerError
 from l3p.clients.evaluate import evaluate, format_table, parse_modes, write_report
+from l3p.clients.runner import served_env_id
 from l3p.core.errors import L3PError
 from l3p.core.seeds import HELD_OUT
 from l3p.serving.local_server import LocalServer
@@ -111,7 +112,7 @@ def _demo_one(bundle: Path, args: argparse.Namespace, out: str | None) -> None:
         print(f"server ready on {server.target}", file=sys.stderr, flush=True)
         with PlannerClient(server.target) as client:
             info = client.model_info()
-            env_id = args.env or info.env_id
+            env_id = args.env or served_env_id(info)
             report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes, seed=args.seed,
                               stream=args.stream, progress=not args.no_progress,
                               pairs="far" if mazes.is_maze(env_id) else "random")

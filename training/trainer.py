@@ -102,8 +102,10 @@ class Trainer:
         # its spec and reward function.
         self.env = VecGoalEnv(cfg.env_id, cfg.n_envs if cfg.collector == "inline" else 1, cfg.max_episode_steps)
         # Evaluation runs its own episode length (default the env's full limit), whatever the
-        # training length: the maze protocol trains on short episodes and tests on long ones.
-        self.eval_env = VecGoalEnv(cfg.env_id, min(cfg.eval_episodes, 10), cfg.eval_max_steps)
+        # training length: the maze protocol trains on short episodes and tests on long ones; and
+        # on the env's declared evaluation env (Place-Inside-Box: the in-box goal alone).
+        self.eval_env = VecGoalEnv(self.env.spec.adapter.eval_env_id or cfg.env_id, min(cfg.eval_episodes, 10),
+                                   cfg.eval_max_steps)
         self.spec = self.env.spec
         self.agent = L3PAgent(cfg, self.spec)
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
