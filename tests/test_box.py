@@ -288,9 +288,10 @@ def test_a_short_run_exports_a_bundle_the_server_loads_and_the_runner_drives(box
     manifest = json.loads((run / "bundle" / "manifest.json").read_text())
     assert manifest["env_id"] == env_id and manifest["provenance"]["env_steps"] == 400
     assert manifest["dims"] == {"obs": 25, "goal": 3, "action": 4}
+    eval_id = evaluation_env_id(env_id)
+    assert manifest["provenance"]["success"]["eval_env_id"] == eval_id  # the in-training evaluation's env
     rows = (run / "progress.csv").read_text().splitlines()
     assert len(rows) == 3 and "success_l3p" in rows[0]  # evaluated at cycles 2 and 4, the planner too
-    eval_id = evaluation_env_id(env_id)
     with serve(run / "bundle") as port:
         server = f"127.0.0.1:{port}"
         with PlannerClient(server) as client:
