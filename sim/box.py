@@ -70,6 +70,15 @@ class FetchBoxEnv(MujocoFetchEnv, EzPickle):
         )
         EzPickle.__init__(self, reward_type=reward_type, **kwargs)
 
+    @property
+    def l3p_obstacles(self) -> np.ndarray:
+        """The box's floor and walls as axis-aligned boxes [k, 2 (low, high), 3] in goal (world)
+        coordinates, read from the scene: landmark pictures draw them (l3p.sim.draw)."""
+        names = (self._mujoco.mj_id2name(self.model, self._mujoco.mjtObj.mjOBJ_GEOM, i) for i in range(self.model.ngeom))
+        ids = [i for i, name in enumerate(names) if name and name.startswith("box0:")]
+        centre, half = self.data.geom_xpos[ids], self.model.geom_size[ids]
+        return np.stack([centre - half, centre + half], axis=1)
+
     def _initialize_simulation(self) -> None:
         # The scene from a string, its includes and asset folders pointed at gymnasium-robotics'.
         xml = Path(self.fullpath).read_text().replace("FETCH_ASSETS", str(FETCH_ASSETS))

@@ -118,6 +118,17 @@ def test_place_inside_box_is_evaluated_on_the_in_box_goal_alone():
         close_env(env)
 
 
+def test_landmark_pictures_draw_the_box_the_scene_declares():
+    from l3p.sim.draw import goal_space_obstacles
+
+    boxes = goal_space_obstacles(box.DISTRACTOR_ID)
+    assert boxes.shape == (5, 2, 3)  # floor and four walls
+    low, high = boxes[:, 0].min(axis=0), boxes[:, 1].max(axis=0)
+    np.testing.assert_allclose(low, [1.14, 0.42, 0.40], atol=1e-9)  # 22 x 22 cm outside, 10 cm high
+    np.testing.assert_allclose(high, [1.36, 0.64, 0.50], atol=1e-9)
+    assert goal_space_obstacles("FetchPickAndPlace-v4").shape[0] == 0
+
+
 def test_a_block_at_the_box_centre_succeeds_and_one_at_a_corner_fails(test_env):
     goal = box.IN_BOX_GOAL
     assert goal.tolist() == pytest.approx([1.25, 0.53, 0.435])
