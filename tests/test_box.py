@@ -16,12 +16,12 @@ import pytest
 
 pytest.importorskip("gymnasium_robotics")
 
-import mujoco  # noqa: E402
+import mujoco
 
-from l3p.sim import box  # noqa: E402
-from l3p.sim.envs import env_spec, evaluation_env_id, goal_adapter, make_env  # noqa: E402
-from l3p.sim.render import close_env  # noqa: E402
-from server_proc import serve  # noqa: E402
+from l3p.sim import box
+from l3p.sim.envs import env_spec, evaluation_env_id, goal_adapter, make_env
+from l3p.sim.render import close_env
+from server_proc import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENES = (box.DISTRACTOR_ID, box.PLACE_INSIDE_ID, box.PLACE_INSIDE_TEST_ID)
@@ -265,14 +265,29 @@ def test_made_and_run_in_a_spawned_process_and_pickled():
         close_env(env)
 
 
+def test_presets_start_from_the_authors_settings():
+    from l3p.training.config import preset
+
+    for env_id in (box.DISTRACTOR_ID, box.PLACE_INSIDE_ID):
+        cfg = preset(env_id)
+        assert cfg.env_id == env_id
+        assert (cfg.gamma, cfg.clip_return, cfg.batch_size, cfg.action_l2, cfg.noise_eps, cfg.random_eps) == (
+            0.99, 50.0, 1024, 0.01, 0.1, 0.2)
+        assert (cfg.relabel_p, cfg.future_step, cfg.plan_eps, cfg.n_landmarks, cfg.extra_landmarks) == (
+            0.8, 50, 0.5, 80, 20)
+        assert (cfg.planning_start_episodes, cfg.planner.d_max, cfg.planner.local_horizon) == (6_000, 15.0, 10.0)
+        # The measured changes: a twentieth of an update per env step, the authors' target speed per env step.
+        assert (cfg.n_envs, cfg.updates_per_cycle, cfg.polyak, cfg.target_update_every) == (16, 40, 0.95, 10)
+
+
 # --------------------------------------------------------------------------- train, serve, run
 
 
 def l3p(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "l3p.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
-                                            "PYTHONPATH": str(ROOT), "MUJOCO_GL": "osmesa",
-                                            "PYOPENGL_PLATFORM": "osmesa"})
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "MUJOCO_GL": "osmesa",
+           "PYOPENGL_PLATFORM": "osmesa"}
+    return subprocess.run([sys.executable, "-m", "l3p.cli", *args], check=False, cwd=cwd, capture_output=True,
+                          text=True, timeout=600, env=env)
 
 
 # Small networks and a short schedule: warm-up, updates, clusters, planned training episodes and both
