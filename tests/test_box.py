@@ -344,6 +344,11 @@ def test_a_short_run_exports_a_bundle_the_server_loads_and_the_runner_drives(box
         # Another env with the same dims is refused unless forced, as for any model.
         r = l3p("run", "--server", server, "--env", "FetchPickAndPlace-v4", "--episodes", "1", cwd=tmp_path)
         assert r.returncode != 0 and "trained on" in r.stderr
+    # The landmark picture from the bundle alone, over the box the scene declares.
+    picture = tmp_path / "landmarks.png"
+    r = l3p("plot", "--bundle", str(run / "bundle"), "--landmarks-only", "--out", str(picture), cwd=tmp_path)
+    assert r.returncode == 0 and f"{env_id}: 6 landmarks, graph at d_max 15 (served)" in r.stdout, r.stderr[-2000:]
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 10_000
     if why_not:
         pytest.skip(f"offscreen rendering unavailable, video not checked: {why_not}")
     import imageio.v2 as imageio
