@@ -276,6 +276,7 @@ def test_presets_start_from_the_authors_settings():
         assert (cfg.relabel_p, cfg.future_step, cfg.plan_eps, cfg.n_landmarks, cfg.extra_landmarks) == (
             0.8, 50, 0.5, 80, 20)
         assert (cfg.planning_start_episodes, cfg.planner.d_max, cfg.planner.local_horizon) == (6_000, 15.0, 10.0)
+        assert cfg.planner.prune_failed  # served so: landmarks the block already sits on are not subgoals
         # The measured changes: a twentieth of an update per env step, the authors' target speed per env step.
         assert (cfg.n_envs, cfg.updates_per_cycle, cfg.polyak, cfg.target_update_every) == (16, 40, 0.95, 10)
 
