@@ -202,6 +202,20 @@ def test_walls_hold_the_block_under_full_speed_pushes(test_env):
     assert 0.001 < deepest < 0.01, deepest  # the pushes reach the wall; the wall gives under a centimetre
 
 
+def test_the_gripper_stops_on_a_wall_top(test_env):
+    test_env.reset(seed=0)
+    over_wall = [box.BOX_CENTER[0], box.BOX_CENTER[1] + 0.1]  # the north wall's centre line
+    for _ in range(10):
+        test_env.step(toward(test_env, [*over_wall, box.BOX_WALL_TOP + 0.08], -1.0))
+    walls, fingers = geoms(test_env, "box0:"), geoms(test_env, "robot0:")
+    deepest = 0.0
+    for _ in range(15):  # full speed down, the target always 20 cm below the wall top
+        test_env.step(toward(test_env, [*over_wall, box.BOX_WALL_TOP - 0.2], -1.0))
+        deepest = max(deepest, penetration(test_env, walls, fingers))
+    assert 0.0 < deepest < 0.01  # resting on the wall, not in it
+    assert grip_xyz(test_env)[2] > box.BOX_WALL_TOP
+
+
 def test_starts_never_overlap_the_box():
     for env_id in (box.DISTRACTOR_ID, box.PLACE_INSIDE_ID):
         env = make_env(env_id)
