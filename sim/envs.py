@@ -27,7 +27,7 @@ How L3P reads an env is declared per env class, never guessed from its name (``G
   ``eval_env_id``; the trainer's evaluation, ``l3p eval`` and ``l3p run`` use it (``evaluation_env_id``).
 A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset`` /
 ``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
-anything else gets the default. ``make_env`` probes ``compute_reward`` at the goal and far from
+anything else gets the default; a class's own attributes win over what it inherits, field by field. ``make_env`` probes ``compute_reward`` at the goal and far from
 it and refuses an env whose offset reward is not 0 / -1 there, saying what to declare.
 """
 from __future__ import annotations
@@ -86,19 +86,14 @@ ADAPTERS: dict[str, GoalEnvAdapter] = {
 
 
 def goal_adapter(env: gym.Env) -> GoalEnvAdapter:
-    """The env's declared adapter: its own class attributes, else ``ADAPTERS``, else the default."""
+    """The env's declared adapter: ``ADAPTERS`` along its class hierarchy (else the default), with
+    any field the class declares itself (``l3p_<field>``) taking precedence."""
     cls = type(env.unwrapped)
-    if any(hasattr(cls, f"l3p_{f.name}") for f in dataclasses.fields(GoalEnvAdapter)):
-        eval_env_id = getattr(cls, "l3p_eval_env_id", None)
-        return GoalEnvAdapter(str(getattr(cls, "l3p_success_key", "is_success")),
-                              float(getattr(cls, "l3p_reward_offset", 0.0)),
-                              bool(getattr(cls, "l3p_prepend_achieved_goal", False)),
-                              None if eval_env_id is None else str(eval_env_id))
-    for base in cls.__mro__:
-        adapter = ADAPTERS.get(f"{base.__module__}:{base.__qualname__}")
-        if adapter is not None:
-            return adapter
-    return GoalEnvAdapter()
+    adapter = next((ADAPTERS[key] for key in (f"{base.__module__}:{base.__qualname__}" for base in cls.__mro__)
+                    if key in ADAPTERS), GoalEnvAdapter())
+    own = {f.name: getattr(cls, f"l3p_{f.name}") for f in dataclasses.fields(GoalEnvAdapter)
+           if hasattr(cls, f"l3p_{f.name}")}
+    return dataclasses.replace(adapter, **own) if own else adapter
 
 
 @dataclass(frozen=True)
