@@ -50,7 +50,7 @@ for _dep in ("gymnasium", "gymnasium_robotics", "mujoco"):
         raise ImportError(f"l3p.clients.runner needs {_dep}: pip install '{DISTRIBUTION}[sim]'", name=_dep)
 
 from l3p.sim import mazes  # noqa: E402
-from l3p.sim.envs import goal_adapter, make_env  # noqa: E402
+from l3p.sim.envs import UnknownEnvError, evaluation_env_id, goal_adapter, make_env  # noqa: E402
 from l3p.sim.render import VideoRecorder, close_env  # noqa: E402
 
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -174,7 +174,7 @@ class ServerUnreachable(L3PError):
 def check_env(info: ModelInfo, env_id: str, env: Any, force: bool = False) -> list[str]:
     """Refuse (or with ``force``, warn about) an env the served model was not trained on."""
     problems = []
-    if info.env_id != env_id:
+    if env_id != info.env_id and env_id != _evaluation_env_id_or_none(info.env_id):
         problems.append(f"the server's model was trained on {info.env_id!r}, not {env_id!r}")
     space = env.observation_space
     obs_dim, goal_dim = space["observation"].shape[0], space["desired_goal"].shape[0]
@@ -186,6 +186,19 @@ def check_env(info: ModelInfo, env_id: str, env: Any, force: bool = False) -> li
     if problems and not force:
         raise EnvMismatchError("; ".join(problems) + " (pass --force-env to run anyway)")
     return problems
+
+
+def _evaluation_env_id_or_none(env_id: str) -> str | None:
+    try:
+        return evaluation_env_id(env_id)
+    except UnknownEnvError:  # the model's env is not installed here: only an exact match runs
+        return None
+
+
+def served_env_id(info: ModelInfo) -> str:
+    """The env a served model runs and is evaluated on: its training env's declared evaluation env
+    (Place-Inside-Box: the in-box goal alone), else the training env."""
+    return evaluation_env_id(info.env_id)
 
 
 def run_episode(
@@ -318,7 +331,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 
 def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
-    """Client, the server's model info, and the env id to run (--env or the model's)."""
+    """Client, the server's model info, and the env id to run (--env or ``served_env_id``)."""
     tls = args.tls_ca or args.tls_cert or args.tls_key
     try:
         credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key) if tls else None
@@ -329,6 +342,7 @@ def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
                            tls_server_name=args.tls_server_name, model=args.model)
     try:
         info = client.model_info()
+        env_id = args.env or served_env_id(info)
     except NotFound as err:  # the server answered: it does not serve that model
         client.close()
         raise EnvMismatchError(f"{args.server}: {err.message}") from None
@@ -338,7 +352,7 @@ def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
     except BaseException:
         client.close()
         raise
-    return client, info, args.env or info.env_id
+    return client, info, env_id
 
 
 def _warn(msg: str) -> None:

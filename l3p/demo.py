@@ -25,6 +25,7 @@ from pathlib import Path
 
 from l3p.clients.client import NotFound, PlannerClient, PlannerError
 from l3p.clients.evaluate import evaluate, format_table, parse_modes, write_report
+from l3p.clients.runner import served_env_id
 from l3p.core.errors import L3PError
 from l3p.core.seeds import HELD_OUT
 from l3p.serving.local_server import LocalServer
@@ -134,7 +135,7 @@ def _demo_one(server: LocalServer, model: str, args: argparse.Namespace, out: st
             info = client.model_info()
         except NotFound as err:
             raise L3PError(f"--model {model}: {err.message}") from None
-        env_id = args.env or info.env_id
+        env_id = args.env or served_env_id(info)
         print(f"model {model} ({env_id})", file=sys.stderr, flush=True)
         report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes, seed=args.seed,
                           stream=args.stream, progress=not args.no_progress,

@@ -2,6 +2,7 @@
 
 ``l3p plot --bundle models/PointMaze_Large-v3 --pairs far --out maze.png``
 ``l3p plot --bundle models/PointMaze_Large-v3 --landmarks-only --out landmarks.png``
+``l3p plot --bundle models/FetchPush-v4 --landmarks-only --out landmarks.png`` (any env: goal-space views)
 
 The graph is the bundle's own (its value network over the landmarks, cut at the d_max the
 bundle serves, or a ``--planner`` override), solved towards the episode's goal with the served
@@ -67,7 +68,8 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
                         help=VARIANT_HELP + " (default: the bundle's served defaults)")
     parser.add_argument("--landmarks-only", action="store_true",
                         help="draw the walls, the landmarks and their graph from the bundle alone "
-                             "(no episode, no server)")
+                             "(no episode, no server); any env: other envs in goal-space views, over "
+                             "the obstacles the env declares")
     parser.add_argument("--out", type=Path, default=None,
                         help="PNG to write (default maze_episode.png, or landmarks.png with --landmarks-only)")
     return parser
@@ -89,13 +91,18 @@ def _d_max_label(config: Any, overrides: dict[str, Any]) -> str:
 
 
 def _plot_landmarks(bundle: Any, config: Any, overrides: dict[str, Any], out: Path) -> int:
-    from l3p.sim.draw import plot_maze_episode
+    from l3p.sim.draw import plot_landmarks, plot_maze_episode
 
-    layout, scaling = _maze(bundle.env_id)
     cut = ", adaptive cut" if config.adaptive_cut else ""
     title = (f"{bundle.env_id}: {len(bundle.landmarks)} landmarks, graph at {_d_max_label(config, overrides)}"
              f"{cut}")
-    plot_maze_episode(out, layout, scaling, bundle.landmarks, landmark_edges(bundle, config), None, title=title)
+    if mazes.is_maze(bundle.env_id):
+        layout, scaling = _maze(bundle.env_id)
+        plot_maze_episode(out, layout, scaling, bundle.landmarks, landmark_edges(bundle, config), None, title=title)
+    else:  # goal-space views over the obstacles the env declares (the Fetch box)
+        goals = np.zeros((0, bundle.landmarks.shape[1]), np.float32)
+        plot_landmarks(bundle.landmarks, goals, out, title, bundle.env_id, bundle.value_fn, config.d_max,
+                       config.adaptive_cut)
     print(f"wrote {out}: {title}")
     return 0
 
@@ -106,7 +113,7 @@ def run_plot(args: argparse.Namespace) -> int:
     from l3p.serving.bundle import load_bundle
 
     bundle = load_bundle(args.bundle)
-    if not mazes.is_maze(bundle.env_id):
+    if not (args.landmarks_only or mazes.is_maze(bundle.env_id)):
         raise L3PError(f"draws maze episodes only; {args.bundle} is a {bundle.env_id} model")
     mode, overrides = parse_variant(args.planner)
     config = bundle.planner_defaults.replace(mode=mode, **overrides)

@@ -23,7 +23,8 @@ def benchmark(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-@pytest.mark.parametrize("name", ["serve_latency", "start_bursts", "train_throughput", "time_to_success", "swap"])
+@pytest.mark.parametrize("name", ["serve_latency", "start_bursts", "train_throughput", "time_to_success", "swap",
+                                  "landmark_reach"])
 def test_each_benchmark_runs_as_a_script_from_anywhere(name, tmp_path):
     assert benchmark(name, "--help", cwd=tmp_path).stdout.startswith("usage: ")
 
