@@ -300,14 +300,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="episode i uses env and planner seed SEED + i")
     parser.add_argument("--stream", action="store_true",
                         help="one Control stream per episode instead of unary Act calls")
-    parser.add_argument("--pairs", choices=("random", "far"), default="random",
-                        help="start/goal draw: the env's own (random), or for mazes a fixed list of "
-                             "pairs >= --min-cells apart by BFS, seeded by --seed (far)")
-    parser.add_argument("--min-cells", type=_positive_int, default=mazes.MIN_FAR_CELLS, metavar="K",
-                        help=f"--pairs far: start and goal cells at least K cells apart by BFS "
-                             f"(default {mazes.MIN_FAR_CELLS})")
-    parser.add_argument("--max-steps", type=_positive_int, default=None, metavar="N",
-                        help="episode length (default: the env's own time limit)")
+    add_protocol_arguments(parser, positive=True)
     parser.add_argument("--timeout", type=float, default=5.0, help="per-call deadline, seconds")
     tls = parser.add_argument_group("TLS and authentication (l3p serve --tls-cert/--auth-token-file)")
     tls.add_argument("--tls-ca", metavar="PEM",
@@ -366,6 +359,44 @@ def _positive_int(text: str) -> int:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class EpisodeProtocol:
+    """Which episodes to run: the start/goal draw, far pairs' BFS distance, the episode length."""
+
+    pairs: str = "random"
+    min_cells: int = mazes.MIN_FAR_CELLS
+    max_steps: int | None = None  # None: the env's own time limit
+
+
+def add_protocol_arguments(parser: argparse.ArgumentParser, positive: bool = False) -> None:
+    """--pairs / --min-cells / --max-steps, each defaulting to the model's own evaluation protocol."""
+    number = _positive_int if positive else int
+    parser.add_argument("--pairs", choices=("random", "far"), default=None,
+                        help="start/goal draw: the env's own (random), or for mazes a fixed list of "
+                             "pairs >= --min-cells apart by BFS, seeded by --seed (far); default: "
+                             "how the model was evaluated in training")
+    parser.add_argument("--min-cells", type=number, default=None, metavar="K",
+                        help="--pairs far: start and goal cells at least K cells apart by BFS "
+                             f"(default: the model's evaluation protocol, else {mazes.MIN_FAR_CELLS})")
+    parser.add_argument("--max-steps", type=number, default=None, metavar="N",
+                        help="episode length (default: the model's evaluation protocol, else the "
+                             "env's own time limit)")
+
+
+def episode_protocol(args: argparse.Namespace, provenance: dict[str, Any], env_id: str) -> EpisodeProtocol:
+    """The episodes to run: what the command line says, else what the model's training evaluated
+    (its provenance's ``success`` block: the ant maze's end-to-end pairs over 500 steps, say), for
+    a maze only far pairs; else the defaults."""
+    trained = provenance.get("success", {}) if isinstance(provenance, dict) else {}
+    trained = trained if isinstance(trained, dict) else {}
+    far = trained.get("eval_pairs") == "far" and mazes.is_maze(env_id)
+    pairs = args.pairs or ("far" if far else "random")
+    own = pairs == "far" and far  # the model's own far pairs: its distance and length apply
+    min_cells = args.min_cells or (own and trained.get("eval_min_cells")) or mazes.MIN_FAR_CELLS
+    max_steps = args.max_steps or (own and trained.get("eval_max_steps")) or None
+    return EpisodeProtocol(pairs, int(min_cells), None if max_steps is None else int(max_steps))
+
+
 def open_env(env_id: str, *, render: bool = False, size: int = 480, max_steps: int | None = None) -> Any:
     """``make_env`` for a client process that shares the machine with the server: one BLAS thread
     whatever the caller's environment says (the envs' numpy work is tiny; a pool oversubscribes).
@@ -381,7 +412,8 @@ def run(args: argparse.Namespace) -> RunResult:
     client, info, env_id = connect(args)
     video = None
     try:
-        env = open_env(env_id, render=bool(args.video), size=args.video_size, max_steps=args.max_steps)
+        protocol = episode_protocol(args, info.provenance, env_id)
+        env = open_env(env_id, render=bool(args.video), size=args.video_size, max_steps=protocol.max_steps)
         try:
             for problem in check_env(info, env_id, env, force=args.force_env):
                 _warn(problem + " -- running anyway (--force-env)")
@@ -398,7 +430,7 @@ def run(args: argparse.Namespace) -> RunResult:
 
             return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
                                 mode=args.planner, stream=args.stream, video=video,
-                                on_episode=report, pairs=args.pairs, min_cells=args.min_cells)
+                                on_episode=report, pairs=protocol.pairs, min_cells=protocol.min_cells)
         finally:
             if video is not None:
                 video.close()

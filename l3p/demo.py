@@ -7,9 +7,10 @@ its table.
 One server process (`l3p serve --models models/`, started as a child process by
 `l3p.serving.local_server.LocalServer`) hosts every bundle under ``models/`` (FetchPush-v4,
 FetchPickAndPlace-v4, PointMaze_Large-v3, and any other bundle directory found there); the demo
-drives each model in turn through it, naming the model on every call. Fetch episodes use the env's
-own start/goal draw, maze episodes the fixed far start/goal pairs (>= 10 cells apart) of the
-held-out protocol. Each model is served with its own planner defaults (the manifest's planner
+drives each model in turn through it, naming the model on every call. Each model's episodes
+follow the protocol its training evaluated (its provenance; ``--pairs`` / ``--min-cells`` /
+``--max-steps`` override): Fetch the env's own start/goal draw, mazes fixed far start/goal pairs
+(PointMaze_Large >= 10 cells apart over 800 steps, the ant's U end to end over 500). Each model is served with its own planner defaults (the manifest's planner
 block; variants override them per episode). The server is stopped on every exit path: normal end,
 errors, Ctrl-C and SIGTERM (terminate, wait, kill).
 """
@@ -25,11 +26,10 @@ from pathlib import Path
 
 from l3p.clients.client import NotFound, PlannerClient, PlannerError
 from l3p.clients.evaluate import evaluate, format_table, parse_modes, write_report
-from l3p.clients.runner import served_env_id
+from l3p.clients.runner import add_protocol_arguments, episode_protocol, served_env_id
 from l3p.core.errors import L3PError
 from l3p.core.seeds import HELD_OUT
 from l3p.serving.local_server import LocalServer
-from l3p.sim import mazes
 
 MODELS = Path("models")
 DEFAULT_MODEL = "FetchPush-v4"  # run first
@@ -64,6 +64,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument("--modes", type=parse_modes, default=["l3p", "naive", "policy"],
                         help="comma-separated planner variants to compare (default l3p,naive,policy)")
     parser.add_argument("--env", default=None, help="env id (default: each model's own)")
+    add_protocol_arguments(parser)
     parser.add_argument("--stream", action="store_true", help="use the Control stream per episode")
     parser.add_argument("--out", default=None, metavar="results.json",
                         help="write the JSON report (one file per model: NAME.json beside it if several)")
@@ -137,9 +138,10 @@ def _demo_one(server: LocalServer, model: str, args: argparse.Namespace, out: st
             raise L3PError(f"--model {model}: {err.message}") from None
         env_id = args.env or served_env_id(info)
         print(f"model {model} ({env_id})", file=sys.stderr, flush=True)
+        protocol = episode_protocol(args, info.provenance, env_id)
         report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes, seed=args.seed,
-                          stream=args.stream, progress=not args.no_progress,
-                          pairs="far" if mazes.is_maze(env_id) else "random")
+                          stream=args.stream, progress=not args.no_progress, pairs=protocol.pairs,
+                          min_cells=protocol.min_cells, max_steps=protocol.max_steps)
     print(format_table(report), flush=True)
     if out:
         write_report(report, out)

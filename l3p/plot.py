@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from l3p.clients.runner import add_protocol_arguments, episode_protocol
 from l3p.core.errors import L3PError
 from l3p.core.seeds import HELD_OUT
 from l3p.sim import mazes
@@ -59,11 +60,7 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
                              "server's default model)")
     parser.add_argument("--seed", type=int, default=HELD_OUT,
                         help=f"episode seed (and far-pair list seed; default {HELD_OUT}: the held-out list)")
-    parser.add_argument("--pairs", choices=("random", "far"), default="far")
-    parser.add_argument("--min-cells", type=int, default=mazes.MIN_FAR_CELLS, metavar="K",
-                        help=f"--pairs far: start and goal at least K cells apart by BFS (default {mazes.MIN_FAR_CELLS})")
-    parser.add_argument("--max-steps", type=int, default=None, metavar="N",
-                        help="episode length (default: the env's own time limit)")
+    add_protocol_arguments(parser, positive=True)
     parser.add_argument("--planner", type=variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
                         help=VARIANT_HELP + " (default: the bundle's served defaults)")
     parser.add_argument("--landmarks-only", action="store_true",
@@ -131,13 +128,14 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
     from l3p.sim.render import close_env
 
     server = None if args.server else LocalServer(args.bundle)
-    env = make_env(bundle.env_id, max_episode_steps=args.max_steps)
+    protocol = episode_protocol(args, bundle.manifest.get("provenance", {}), bundle.env_id)
+    env = make_env(bundle.env_id, max_episode_steps=protocol.max_steps)
     try:
         if server is not None:
             server.start()
             server.wait_ready()
         with PlannerClient(args.server or server.target, model=args.model if args.server else None) as client:
-            (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, args.pairs, args.min_cells)
+            (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, protocol.pairs, protocol.min_cells)
             ep = run_episode(client, env, index=0, seed=seed, mode=args.planner, pair=pair, record=True)
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"
