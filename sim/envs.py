@@ -22,11 +22,13 @@ How L3P reads an env is declared per env class, never guessed from its name (``G
   torso's x, y) declares ``prepend_achieved_goal``, and ``make_env`` puts ``achieved_goal`` in
   front of ``observation``: a goal-conditioned policy cannot head for a goal it cannot locate.
   Served bundles then take that longer observation (a robot sends its position first).
+- motors: ``actuator_gear`` sets the MuJoCo motors' gear (their torque at action ±1), for a robot
+  whose stock motors are stronger than the task's (gymnasium's ant flips over; see ``ADAPTERS``).
 - evaluation: a task whose test protocol differs from its training distribution (Place-Inside-Box
   trains on mixed goals, is evaluated on the in-box goal alone) names its test env id in
   ``eval_env_id``; the trainer's evaluation, ``l3p eval`` and ``l3p run`` use it (``evaluation_env_id``).
 A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset`` /
-``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
+``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` / ``l3p_actuator_gear`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
 anything else gets the default; a class's own attributes win over what it inherits, field by field. ``make_env`` probes ``compute_reward`` at the goal and far from
 it and refuses an env whose offset reward is not 0 / -1 there, saying what to declare.
 """
@@ -45,7 +47,7 @@ import numpy as np
 from gymnasium import spaces
 
 from l3p.core.errors import L3PError
-from l3p.sim.render import close_env, ensure_offscreen_gl, frame_whole_maze
+from l3p.sim.render import close_env, ensure_offscreen_gl, frame_whole_maze, inner_sim
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 
@@ -63,6 +65,7 @@ class GoalEnvAdapter:
     reward_offset: float = 0.0
     prepend_achieved_goal: bool = False
     eval_env_id: str | None = None  # the env evaluation runs on; None = the same env
+    actuator_gear: float | None = None  # the motors' torque at action ±1; None = the env's own
 
     def success(self, info: Mapping[str, Any]) -> bool:
         try:
@@ -76,9 +79,12 @@ class GoalEnvAdapter:
 ADAPTERS: dict[str, GoalEnvAdapter] = {
     # Fetch (every gymnasium-robotics robot env): info["is_success"], reward -1 / 0.
     "gymnasium_robotics.envs.robot_env:BaseRobotEnv": GoalEnvAdapter("is_success", 0.0),
-    # AntMaze_*: as the mazes below, and the ant's observation has no torso x, y.
-    "gymnasium_robotics.envs.maze.ant_maze_v5:AntMazeEnv": GoalEnvAdapter("success", -1.0, True),
-    "gymnasium_robotics.envs.maze.ant_maze_v4:AntMazeEnv": GoalEnvAdapter("success", -1.0, True),
+    # AntMaze_*: as the mazes below; the ant's observation has no torso x, y; and its motors get the
+    # torque range of HIRO's ant, which the paper's maze descends from (±30). Gymnasium's gear 150
+    # turns the ant on its back in 7 of 10 200-step episodes of uniform random actions
+    # (gear 30: 0 of 10); a policy trained on it lay on its back in 19 of 20 episodes.
+    "gymnasium_robotics.envs.maze.ant_maze_v5:AntMazeEnv": GoalEnvAdapter("success", -1.0, True, actuator_gear=30.0),
+    "gymnasium_robotics.envs.maze.ant_maze_v4:AntMazeEnv": GoalEnvAdapter("success", -1.0, True, actuator_gear=30.0),
     # PointMaze_* (x, y first in its observation): info["success"], sparse reward 1 at the goal, 0 elsewhere.
     "gymnasium_robotics.envs.maze.maze_v4:MazeEnv": GoalEnvAdapter("success", -1.0),
     "gymnasium_robotics.envs.maze.maze:MazeEnv": GoalEnvAdapter("success", -1.0),
@@ -177,7 +183,10 @@ def make_env(env_id: str, *, render: bool = False, size: int = 480, max_episode_
     except BaseException:
         close_env(env)
         raise
-    if goal_adapter(env).prepend_achieved_goal:
+    adapter = goal_adapter(env)
+    if adapter.actuator_gear is not None:
+        inner_sim(env).model.actuator_gear[:, 0] = adapter.actuator_gear
+    if adapter.prepend_achieved_goal:
         env = AchievedGoalFirst(env)
     if render and hasattr(env.unwrapped, "maze"):
         frame_whole_maze(env)

@@ -65,14 +65,14 @@ def close_env(env: Any) -> None:
     gc.collect()
 
 
-def _inner_sim(env: Any) -> Any:
+def inner_sim(env: Any) -> Any:
     """The MuJoCo env doing the work: Fetch envs are it; a maze wraps a point or ant env."""
     u = env.unwrapped
     return getattr(u, "point_env", None) or getattr(u, "ant_env", None) or u
 
 
 def _renderer(env: Any) -> Any:
-    return getattr(_inner_sim(env), "mujoco_renderer", None)
+    return getattr(inner_sim(env), "mujoco_renderer", None)
 
 
 def _maze_scaling(env: Any) -> float:
@@ -86,7 +86,7 @@ def _marker_position(env: Any, subgoal: Any) -> np.ndarray:
     if pos.size == 3:
         return pos
     u = env.unwrapped
-    z = float(_inner_sim(env).model.site_pos[u.target_site_id][2]) if hasattr(u, "target_site_id") else 0.0
+    z = float(inner_sim(env).model.site_pos[u.target_site_id][2]) if hasattr(u, "target_site_id") else 0.0
     return np.array([pos[0], pos[1], z])
 
 
