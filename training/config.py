@@ -20,6 +20,11 @@ from l3p.core.config import PlannerConfig
 COLLECTORS = ("inline", "process", "ray")
 """Where episodes are collected: in the learner's process, in worker processes, in Ray actors."""
 
+PLACEMENT_KEYS = ("device", "cuda_graph", "collector", "collectors", "max_staleness", "ray_address",
+                  "torch_threads", "overlap_updates")
+"""Where and how a run executes, not what it learns: a resumed run may change them (a run started
+on a laptop continues on a GPU node with Ray workers)."""
+
 PLANNER_KEYS = tuple(f.name for f in dataclasses.fields(PlannerConfig) if f.name != "mode")
 """Planner options accepted as top-level config keys (the mode is chosen per use, not configured)."""
 
