@@ -309,7 +309,7 @@ class ProcessCollector(WorkerPool):
     def _recv(self, worker: int) -> Episodes:
         try:
             reply = self._conns[worker].recv()
-        except EOFError:
+        except (EOFError, ConnectionResetError):
             self._procs[worker].join(timeout=5)
             raise CollectorError(f"worker {worker}: the collector process exited "
                                  f"(code {self._procs[worker].exitcode})") from None
