@@ -39,6 +39,7 @@ import torch
 from l3p.core.overrides import parse_overrides
 from l3p.training.config import TrainConfig, preset
 from l3p.training.trainer import Trainer
+from train_throughput import STARTUP_CYCLES
 
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95)
 # The previous trainer's curves: the progress.csv of the bundle it shipped (FetchPush-v4: 960 k env
@@ -97,8 +98,8 @@ def scaled_setting(device: str, collector: str, collectors: int) -> dict | None:
 def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path, settings: dict = SETTINGS) -> dict:
     """Env and optimizer steps/s and CPU utilisation of each setting, measured in alternation.
 
-    Each segment runs cycles + 1 cycles and times the last ``cycles``: the first absorbs the
-    collector process's start-up. Planning starts right after the warm-up, so planned episodes
+    Each segment runs STARTUP_CYCLES + cycles cycles and times the last ``cycles``: the first ones
+    absorb the workers' start-up. Planning starts right after the warm-up, so planned episodes
     are part of the measured collection."""
     base = cfg.replace(total_env_steps=10**12, eval_every_cycles=10**9, checkpoint_every_cycles=10**9,
                        planning_start_episodes=cfg.warmup_episodes, eval_episodes=1)
@@ -118,8 +119,8 @@ def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path, settings: 
                               trainer.agent.optimizer_steps))
 
             trainer.train(show_progress=False, on_cycle=mark,
-                          until_env_steps=trainer.progress.env_steps + (cycles + 1) * steps_per_cycle)
-            (w0, l0, c0, e0, o0), (w1, l1, c1, e1, o1) = marks[0], marks[-1]
+                          until_env_steps=trainer.progress.env_steps + (STARTUP_CYCLES + cycles) * steps_per_cycle)
+            (w0, l0, c0, e0, o0), (w1, l1, c1, e1, o1) = marks[STARTUP_CYCLES - 1], marks[-1]
             t = totals[c]
             t["wall"] += w1 - w0
             t["learner_cpu"] += l1 - l0

@@ -27,6 +27,10 @@ from l3p.sim.envs import VecGoalEnv
 from l3p.training.agent import L3PAgent
 from l3p.training.config import COLLECTORS, preset
 from l3p.training.device import GRAPH_WARMUP_STEPS
+
+STARTUP_CYCLES = 3
+"""Cycles not timed after each train() call: it starts its workers afresh (a spawned worker imports
+torch and MuJoCo, seconds of CPU), and on a busy machine that start-up spills over the first cycles."""
 from l3p.training.trainer import Trainer
 
 
@@ -123,10 +127,9 @@ def main(argv: list[str] | None = None) -> dict:
                 def mark(p, trainer=trainer, marks=marks):
                     marks.append((time.perf_counter(), p.env_steps, trainer.agent.optimizer_steps))
 
-                # cycles + 1: the first one absorbs the workers' start-up in this train() call
-                trainer.train(show_progress=False, on_cycle=mark,
-                              until_env_steps=trainer.progress.env_steps + (args.cycles + 1) * steps_per_cycle)
-                (w0, e0, o0), (w1, e1, o1) = marks[0], marks[-1]
+                trainer.train(show_progress=False, on_cycle=mark, until_env_steps=trainer.progress.env_steps
+                              + (STARTUP_CYCLES + args.cycles) * steps_per_cycle)
+                (w0, e0, o0), (w1, e1, o1) = marks[STARTUP_CYCLES - 1], marks[-1]
                 totals[n]["wall"] += w1 - w0
                 totals[n]["env_steps"] += e1 - e0
                 totals[n]["optimizer_steps"] += o1 - o0
