@@ -106,10 +106,11 @@ def collect(agent, env: VecGoalEnv, cfg: TrainConfig, request: CollectRequest) -
     planned: list[int] = []
     planners: list[EpisodePlanner] = []
     if request.nodes is not None and not request.warmup:
-        # The nodes are the same for every planned env: their landmark-landmark block is solved once.
-        graph = LandmarkGraph(request.nodes, agent.value_fn)
-        pcfg = cfg.planner.replace(sample_subgoal=True, prune_failed=False)
         planned = np.flatnonzero(rng.random(n) < cfg.plan_eps).tolist()
+        # The nodes are the same for every planned env: their landmark-landmark block is solved once,
+        # and not at all by a worker none of whose envs plans this cycle.
+        graph = LandmarkGraph(request.nodes, agent.value_fn) if planned else None
+        pcfg = cfg.planner.replace(sample_subgoal=True, prune_failed=False)
         planners = [EpisodePlanner(graph, goal[i], agent.value_fn, pcfg, seed=int(rng.integers(2**31)))
                     for i in planned]
 
