@@ -27,11 +27,11 @@ from l3p.sim.envs import VecGoalEnv
 from l3p.training.agent import L3PAgent
 from l3p.training.config import COLLECTORS, preset
 from l3p.training.device import GRAPH_WARMUP_STEPS
+from l3p.training.trainer import Trainer
 
 STARTUP_CYCLES = 3
 """Cycles not timed after each train() call: it starts its workers afresh (a spawned worker imports
 torch and MuJoCo, seconds of CPU), and on a busy machine that start-up spills over the first cycles."""
-from l3p.training.trainer import Trainer
 
 
 def bare_env_rate(env_id: str, n_envs: int, steps: int) -> float:

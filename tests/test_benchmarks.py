@@ -136,3 +136,26 @@ def test_start_bursts_compares_servers_side_by_side(untrained_bundle, tmp_path):
         assert abs(row["p99_over_idle"] - row["p99_ms"] / row["idle_p50_ms"]) < 1e-9
     assert 0 < rows[3]["p50_ms"] <= rows[3]["p99_ms"] and rows[3]["idle_p50_ms"] is None
     assert "4 concurrent StartEpisode calls, 1 rounds of 2 bursts, FetchReach-v4" in printed
+
+
+def test_the_training_benchmarks_take_worker_and_device_settings(tmp_path):
+    """time_to_success: a scaled setting (here 2 worker processes) joins the throughput rounds and is
+    the one trained; train_throughput: a row per number of workers and the update time per device."""
+    out = tmp_path / "tts.json"
+    printed = benchmark("time_to_success", "--quick", "--collectors", "2", "--steps", "1000", "--out", str(out),
+                        "--run-dir", str(tmp_path / "run"), cwd=tmp_path).stdout
+    result = json.loads(out.read_text())
+    assert result["run_label"] == "scaled" and "2 process worker(s), learner on cpu" in printed
+    assert result["throughput"]["scaled"]["measured_cycles"] == 2
+    assert result["throughput"]["scaled"]["collector_process_cpu"] > 0
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["config"]["collectors"] == 2
+    assert "scaled: env steps" in printed and result["new"]["env_steps"] == 1000
+
+    out = tmp_path / "tp.json"
+    printed = benchmark("train_throughput", "--env", "FetchReach-v4", "--collectors", "1", "2", "--cycles", "1",
+                        "--rounds", "1", "--devices", "cpu", "--out", str(out), cwd=tmp_path).stdout
+    result = json.loads(out.read_text())
+    assert set(result["workers"]) == {"1", "2"} and result["workers"]["1"]["env_steps_over_first"] == 1.0
+    assert all(r["env_steps_per_s"] > 0 and r["optimizer_steps_per_s"] > 0 for r in result["workers"].values())
+    assert list(result["update_ms"]) == ["cpu"] and result["update_ms"]["cpu"]["256"] > 0
+    assert "learner update alone (ms per optimizer step)" in printed

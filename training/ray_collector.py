@@ -15,6 +15,7 @@ import logging
 
 import numpy as np
 
+from l3p.core.errors import L3PError
 from l3p.training.collector import (CollectorError, CollectRequest, Episodes, RolloutWorker, WorkerPool, acting_state,
                                     worker_envs)
 from l3p.training.config import TrainConfig
@@ -25,6 +26,10 @@ MAX_REPLACEMENTS_PER_REQUEST = 3
 """A request whose actors keep dying is a fault to report, not to retry forever."""
 
 
+class RayMissingError(L3PError):
+    """``collector="ray"`` without Ray installed."""
+
+
 class RayCollector(WorkerPool):
     """``cfg.collectors`` Ray actors; joins ``cfg.ray_address``, or the Ray this process already
     started (``ray.init``), or starts a local one."""
@@ -33,7 +38,8 @@ class RayCollector(WorkerPool):
         try:
             import ray
         except ImportError:
-            raise CollectorError("collector 'ray' needs Ray: pip install 'l3p-service[ray]'") from None
+            raise RayMissingError("collector 'ray' needs the 'ray' extra (missing module 'ray'): "
+                                  "pip install 'l3p-service[ray]'") from None
         super().__init__(cfg, agent)
         self._ray = ray
         if not ray.is_initialized():
