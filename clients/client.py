@@ -33,6 +33,12 @@ Errors are typed (``InvalidArgument``, ``NotFound``, ``FailedPrecondition``,
 ``ResourceExhausted``, ``Unavailable``, ``DeadlineExceeded``, ``Unauthenticated``; all
 ``PlannerError``) and carry the server's message in ``.message`` and the gRPC status in ``.code``.
 
+A server hosting several models (``l3p serve --models DIR``): name one per client; a client that
+names none gets the server's default model::
+
+    arm = PlannerClient("planner:50051", model="FetchPush-v4")
+    names = [m.info.model for m in arm.list_models().models]
+
 A server with TLS and tokens (``l3p serve --tls-cert ... --auth-token-file ...``)::
 
     creds = channel_credentials(ca="ca.crt")         # + cert=, key= for mutual TLS
@@ -165,6 +171,8 @@ class PlannerClient:
         token: bearer token sent with every Planner call (``l3p serve --auth-token-file``).
         tls_server_name: the name to check the server's certificate against, when the target
             address is not one the certificate names.
+        model: the served model this client's calls use (``l3p serve --models``); ``None``: the
+            server's default model.
         options: extra gRPC channel options, appended last (so they win).
     """
 
@@ -178,11 +186,13 @@ class PlannerClient:
         credentials: grpc.ChannelCredentials | None = None,
         token: str | None = None,
         tls_server_name: str | None = None,
+        model: str | None = None,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.target = target
+        self.model = model
         self.timeout_s = timeout_s
         self.retry = retry or NO_RETRY
         self._rng = random.Random()
@@ -291,10 +301,21 @@ class PlannerClient:
     def model_info(self, *, timeout: float | None = None, retry: bool = True) -> ModelInfo:
         """Env id, dims, landmark count, bundle hash and planner defaults. Retried."""
         r = self._call(
-            "GetModelInfo", self._stub.GetModelInfo, pb.GetModelInfoRequest(),
+            "GetModelInfo", self._stub.GetModelInfo, pb.GetModelInfoRequest(model=self.model or ""),
             timeout=timeout, retry=retry,
         )
         return ModelInfo.from_proto(r)
+
+    def list_models(self, *, timeout: float | None = None, retry: bool = True) -> pb.ListModelsResponse:
+        """Every model the server hosts (current version, live sessions, versions still draining,
+        the last refused load) and its default model. Retried."""
+        return self._call("ListModels", self._stub.ListModels, pb.ListModelsRequest(),
+                          timeout=timeout, retry=retry)
+
+    def reload_models(self, *, timeout: float | None = None) -> pb.ReloadModelsResponse:
+        """Ask the server to load new model versions now (needs an admin token). Not retried."""
+        return self._call("ReloadModels", self._stub.ReloadModels, pb.ReloadModelsRequest(),
+                          timeout=timeout, retry=False)
 
     def start_episode(
         self,
@@ -305,7 +326,7 @@ class PlannerClient:
         retry: bool = True,
     ) -> pb.StartEpisodeResponse:
         """Open a session (low level; prefer :meth:`episode`). Retried, see module doc."""
-        req = pb.StartEpisodeRequest(goal=as_floats(goal, "goal"), options=options)
+        req = pb.StartEpisodeRequest(goal=as_floats(goal, "goal"), options=options, model=self.model or "")
         return self._call("StartEpisode", self._stub.StartEpisode, req, timeout=timeout, retry=retry)
 
     def act(self, session_id: str, observation: Any, *, timeout: float | None = None) -> Step:

@@ -27,6 +27,7 @@ class Connection(Protocol):
     target: str
     timeout_s: float
     retry: RetryPolicy
+    model: str | None  # the served model episodes run on (None: the server's default)
 
     def start_episode(self, goal: Any, options: pb.EpisodeOptions | None = None) -> pb.StartEpisodeResponse: ...
 
@@ -240,7 +241,8 @@ class StreamEpisode:
     def _open_once(self) -> None:
         self._error, self._closed = None, False
         self._stream = _Stream(self._client, self.max_duration_s)
-        start = pb.StartEpisodeRequest(goal=as_floats(self.goal, "goal"), options=self.options)
+        start = pb.StartEpisodeRequest(goal=as_floats(self.goal, "goal"), options=self.options,
+                                       model=self._client.model or "")
         self._stream.requests.put(pb.ControlRequest(start=start))
         started = self._next(None, "started")
         self.session_id = started.session_id

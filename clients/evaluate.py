@@ -28,6 +28,7 @@ from l3p.clients.runner import (
     add_connection_arguments,
     check_env,
     connect,
+    episode_protocol,
     open_env,
     run_episodes,
 )
@@ -210,10 +211,11 @@ def run_eval(args: argparse.Namespace) -> int:
     """``l3p eval``: the table, and the JSON report with ``--out``; expected failures raise L3PError."""
     client, info, env_id = connect(args)
     try:
+        protocol = episode_protocol(args, info.provenance, env_id)
         report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes,
                           seed=args.seed, stream=args.stream, force_env=args.force_env,
-                          progress=not args.no_progress, pairs=args.pairs, min_cells=args.min_cells,
-                          max_steps=args.max_steps)
+                          progress=not args.no_progress, pairs=protocol.pairs, min_cells=protocol.min_cells,
+                          max_steps=protocol.max_steps)
     finally:
         client.close()
     print(format_table(report))

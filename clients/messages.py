@@ -52,6 +52,9 @@ def episode_options(mode: str | None = None, *, seed: int | None = None, **overr
     if unknown:
         raise TypeError(f"unknown episode option {', '.join(unknown)}; expected mode, seed or one of "
                         f"{', '.join(EPISODE_OPTIONS)}")
+    if mode is not None:  # else the bundle's default mode, which only the server knows
+        for name, value in overrides.items():
+            OPTIONS[name].check_mode(value, mode)
     opts = pb.EpisodeOptions()
     # proto3 `optional` fields: only set what was given, so the server sees "unset".
     for name, value in {"mode": mode, **overrides}.items():
@@ -126,6 +129,9 @@ class ModelInfo:
     gamma: float
     defaults: dict[str, Any]
     provenance: dict[str, Any]
+    model: str = ""  # the model's name on the server ("" from a server older than repositories)
+    version: str = ""  # its current version ("" for an unversioned bundle)
+    memory_bytes: int = 0  # resident memory the server grew by loading it
 
     @classmethod
     def from_proto(cls, m: pb.ModelInfo) -> ModelInfo:
@@ -146,6 +152,9 @@ class ModelInfo:
             gamma=m.gamma,
             defaults=planner_defaults(m.defaults),
             provenance=provenance,
+            model=m.model,
+            version=m.version,
+            memory_bytes=m.memory_bytes,
         )
 
 

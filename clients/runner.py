@@ -35,6 +35,7 @@ import numpy as np
 
 from l3p.clients.client import (
     ModelInfo,
+    NotFound,
     PlannerClient,
     PlannerError,
     channel_credentials,
@@ -49,7 +50,7 @@ for _dep in ("gymnasium", "gymnasium_robotics", "mujoco"):
         raise ImportError(f"l3p.clients.runner needs {_dep}: pip install '{DISTRIBUTION}[sim]'", name=_dep)
 
 from l3p.sim import mazes  # noqa: E402
-from l3p.sim.envs import goal_adapter, make_env  # noqa: E402
+from l3p.sim.envs import UnknownEnvError, evaluation_env_id, goal_adapter, make_env  # noqa: E402
 from l3p.sim.render import VideoRecorder, close_env  # noqa: E402
 
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -173,7 +174,7 @@ class ServerUnreachable(L3PError):
 def check_env(info: ModelInfo, env_id: str, env: Any, force: bool = False) -> list[str]:
     """Refuse (or with ``force``, warn about) an env the served model was not trained on."""
     problems = []
-    if info.env_id != env_id:
+    if env_id != info.env_id and env_id != _evaluation_env_id_or_none(info.env_id):
         problems.append(f"the server's model was trained on {info.env_id!r}, not {env_id!r}")
     space = env.observation_space
     obs_dim, goal_dim = space["observation"].shape[0], space["desired_goal"].shape[0]
@@ -185,6 +186,19 @@ def check_env(info: ModelInfo, env_id: str, env: Any, force: bool = False) -> li
     if problems and not force:
         raise EnvMismatchError("; ".join(problems) + " (pass --force-env to run anyway)")
     return problems
+
+
+def _evaluation_env_id_or_none(env_id: str) -> str | None:
+    try:
+        return evaluation_env_id(env_id)
+    except UnknownEnvError:  # the model's env is not installed here: only an exact match runs
+        return None
+
+
+def served_env_id(info: ModelInfo) -> str:
+    """The env a served model runs and is evaluated on: its training env's declared evaluation env
+    (Place-Inside-Box: the in-box goal alone), else the training env."""
+    return evaluation_env_id(info.env_id)
 
 
 def run_episode(
@@ -274,6 +288,9 @@ def run_episodes(
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default=DEFAULT_SERVER, metavar="HOST:PORT",
                         help=f"planner server address (default {DEFAULT_SERVER})")
+    parser.add_argument("--model", default=None, metavar="NAME",
+                        help="the served model to drive (l3p serve --models; default: the "
+                             "server's default model)")
     parser.add_argument("--env", default=None, metavar="ENV",
                         help="goal env: a gymnasium id or package.module:EnvClass (default: the served model's env)")
     parser.add_argument("--force-env", action="store_true",
@@ -283,14 +300,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="episode i uses env and planner seed SEED + i")
     parser.add_argument("--stream", action="store_true",
                         help="one Control stream per episode instead of unary Act calls")
-    parser.add_argument("--pairs", choices=("random", "far"), default="random",
-                        help="start/goal draw: the env's own (random), or for mazes a fixed list of "
-                             "pairs >= --min-cells apart by BFS, seeded by --seed (far)")
-    parser.add_argument("--min-cells", type=_positive_int, default=mazes.MIN_FAR_CELLS, metavar="K",
-                        help=f"--pairs far: start and goal cells at least K cells apart by BFS "
-                             f"(default {mazes.MIN_FAR_CELLS})")
-    parser.add_argument("--max-steps", type=_positive_int, default=None, metavar="N",
-                        help="episode length (default: the env's own time limit)")
+    add_protocol_arguments(parser, positive=True)
     parser.add_argument("--timeout", type=float, default=5.0, help="per-call deadline, seconds")
     tls = parser.add_argument_group("TLS and authentication (l3p serve --tls-cert/--auth-token-file)")
     tls.add_argument("--tls-ca", metavar="PEM",
@@ -314,7 +324,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
 
 
 def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
-    """Client, the server's model info, and the env id to run (--env or the model's)."""
+    """Client, the server's model info, and the env id to run (--env or ``served_env_id``)."""
     tls = args.tls_ca or args.tls_cert or args.tls_key
     try:
         credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key) if tls else None
@@ -322,16 +332,20 @@ def connect(args: argparse.Namespace) -> tuple[PlannerClient, ModelInfo, str]:
     except (OSError, ValueError) as err:
         raise ConnectionConfigError(str(err)) from None
     client = PlannerClient(args.server, timeout_s=args.timeout, credentials=credentials, token=token,
-                           tls_server_name=args.tls_server_name)
+                           tls_server_name=args.tls_server_name, model=args.model)
     try:
         info = client.model_info()
+        env_id = args.env or served_env_id(info)
+    except NotFound as err:  # the server answered: it does not serve that model
+        client.close()
+        raise EnvMismatchError(f"{args.server}: {err.message}") from None
     except PlannerError as err:
         client.close()
         raise ServerUnreachable(f"cannot reach the planner server at {args.server}: {err}") from err
     except BaseException:
         client.close()
         raise
-    return client, info, args.env or info.env_id
+    return client, info, env_id
 
 
 def _warn(msg: str) -> None:
@@ -343,6 +357,44 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeProtocol:
+    """Which episodes to run: the start/goal draw, far pairs' BFS distance, the episode length."""
+
+    pairs: str = "random"
+    min_cells: int = mazes.MIN_FAR_CELLS
+    max_steps: int | None = None  # None: the env's own time limit
+
+
+def add_protocol_arguments(parser: argparse.ArgumentParser, positive: bool = False) -> None:
+    """--pairs / --min-cells / --max-steps, each defaulting to the model's own evaluation protocol."""
+    number = _positive_int if positive else int
+    parser.add_argument("--pairs", choices=("random", "far"), default=None,
+                        help="start/goal draw: the env's own (random), or for mazes a fixed list of "
+                             "pairs >= --min-cells apart by BFS, seeded by --seed (far); default: "
+                             "how the model was evaluated in training")
+    parser.add_argument("--min-cells", type=number, default=None, metavar="K",
+                        help="--pairs far: start and goal cells at least K cells apart by BFS "
+                             f"(default: the model's evaluation protocol, else {mazes.MIN_FAR_CELLS})")
+    parser.add_argument("--max-steps", type=number, default=None, metavar="N",
+                        help="episode length (default: the model's evaluation protocol, else the "
+                             "env's own time limit)")
+
+
+def episode_protocol(args: argparse.Namespace, provenance: dict[str, Any], env_id: str) -> EpisodeProtocol:
+    """The episodes to run: what the command line says, else what the model's training evaluated
+    (its provenance's ``success`` block: the ant maze's end-to-end pairs over 500 steps, say), for
+    a maze only far pairs; else the defaults."""
+    trained = provenance.get("success", {}) if isinstance(provenance, dict) else {}
+    trained = trained if isinstance(trained, dict) else {}
+    far = trained.get("eval_pairs") == "far" and mazes.is_maze(env_id)
+    pairs = args.pairs or ("far" if far else "random")
+    own = pairs == "far" and far  # the model's own far pairs: its distance and length apply
+    min_cells = args.min_cells or (own and trained.get("eval_min_cells")) or mazes.MIN_FAR_CELLS
+    max_steps = args.max_steps or (own and trained.get("eval_max_steps")) or None
+    return EpisodeProtocol(pairs, int(min_cells), None if max_steps is None else int(max_steps))
 
 
 def open_env(env_id: str, *, render: bool = False, size: int = 480, max_steps: int | None = None) -> Any:
@@ -360,7 +412,8 @@ def run(args: argparse.Namespace) -> RunResult:
     client, info, env_id = connect(args)
     video = None
     try:
-        env = open_env(env_id, render=bool(args.video), size=args.video_size, max_steps=args.max_steps)
+        protocol = episode_protocol(args, info.provenance, env_id)
+        env = open_env(env_id, render=bool(args.video), size=args.video_size, max_steps=protocol.max_steps)
         try:
             for problem in check_env(info, env_id, env, force=args.force_env):
                 _warn(problem + " -- running anyway (--force-env)")
@@ -377,7 +430,7 @@ def run(args: argparse.Namespace) -> RunResult:
 
             return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
                                 mode=args.planner, stream=args.stream, video=video,
-                                on_episode=report, pairs=args.pairs, min_cells=args.min_cells)
+                                on_episode=report, pairs=protocol.pairs, min_cells=protocol.min_cells)
         finally:
             if video is not None:
                 video.close()

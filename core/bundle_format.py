@@ -18,6 +18,9 @@ FORMAT = "l3p-bundle"
 FORMAT_VERSION = 1
 GRAPHS = ("actor", "distance", "value", "landmarks")
 MANIFEST = "manifest.json"
+# A manifest is a few kB; a bigger one is refused before it is parsed (it bounds the memory and
+# time an untrusted bundle can make the loader spend).
+MAX_MANIFEST_BYTES = 1 << 20
 
 
 class BundleError(L3PError):
@@ -68,11 +71,15 @@ def read_manifest(path: Path) -> dict:
         raise BundleError(f"bundle {path}: not a directory")
     file = path / MANIFEST
     try:
+        if file.stat().st_size > MAX_MANIFEST_BYTES:
+            raise BundleError(f"{file}: larger than {MAX_MANIFEST_BYTES} bytes; not a manifest")
         manifest = json.loads(file.read_text())
     except FileNotFoundError:
         raise BundleError(f"bundle {path}: {MANIFEST} is missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{file}: not readable JSON ({exc})") from None
+    except RecursionError:  # nesting deeper than the parser's stack: not a manifest
+        raise BundleError(f"{file}: not readable JSON (nested too deeply)") from None
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, an over-long integer
+        raise BundleError(f"{file}: not readable JSON ({_first_line(exc)})") from None
     if not isinstance(manifest, dict):
         raise BundleError(f"{file}: expected a JSON object")
 
@@ -119,6 +126,24 @@ def read_manifest(path: Path) -> dict:
         ):
             raise bad(f"files.{name}", '{"path": ..., "sha256": ...}')
     return manifest
+
+
+def check_pin(path: Path, manifest: dict, expected: str | None, source: str = "--bundle-sha256") -> str:
+    """The manifest's digest; BundleError unless it is ``expected`` (when given). Called right
+    after the manifest is read (``source`` names where the pin came from in the message), before any graph is opened: a bundle that is not the pinned one
+    never reaches onnxruntime."""
+    try:
+        digest = bundle_digest(manifest)
+    except (RecursionError, ValueError) as exc:
+        raise BundleError(f"{Path(path) / MANIFEST}: cannot be digested ({_first_line(exc)})") from None
+    if expected is not None and digest != expected.lower():
+        raise BundleError(f"bundle {path} has digest {digest}, not the pinned {source} {expected}; "
+                          "refusing to serve it")
+    return digest
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
 
 
 def planner_defaults(manifest: dict) -> PlannerConfig:

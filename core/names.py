@@ -56,6 +56,13 @@ class Option:
     low_inclusive: bool = False
     high: int | None = None  # int: <= high
     per_episode: bool = True
+    modes: tuple[str, ...] = MODES  # the planner modes it changes anything in
+
+    def check_mode(self, value: Any, mode: str) -> None:
+        """Raise ValueError when turning this option on asks a mode it does nothing in."""
+        if mode not in self.modes and value not in (None, False):
+            raise ValueError(f"{self.name} applies to mode {' or '.join(self.modes)} only, not "
+                             f"{mode}: leave it unset")
 
     def check(self, value: Any) -> None:
         """Raise ValueError naming the option, its allowed range and the value."""
@@ -112,7 +119,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("counter_extra", "int", "added to the counter at each re-plan", per_episode=False),
     Option("sample_subgoal", "bool", "sample the subgoal from softmax(-d / temperature) instead of argmin"),
     Option("adaptive_cut", "bool", "a node keeps its nearest incoming edge even beyond d_max", per_episode=False),
-    Option("prune_failed", "bool", "l3p: prune subgoals not reached within their counter (an extension)"),
+    Option("prune_failed", "bool", "l3p: prune subgoals not reached within their counter (an extension)",
+           modes=("l3p",)),
 )}
 EPISODE_OPTIONS = tuple(name for name, o in OPTIONS.items() if o.per_episode and name != "mode")
 """The overrides a client may send with an episode beside its mode (and seed)."""
@@ -139,6 +147,10 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
     for pair in pairs:
         try:
             key, value = parse_option(pair, EPISODE_OPTIONS)
+        except ValueError as exc:
+            raise ValueError(f"{exc} in {text!r}") from None
+        try:
+            OPTIONS[key].check_mode(value, mode)
         except ValueError as exc:
             raise ValueError(f"{exc} in {text!r}") from None
         overrides[key] = value

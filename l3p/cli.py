@@ -24,13 +24,14 @@ EPILOG = """examples:
   l3p train --resume runs/FetchPush-v4              # continue an interrupted run exactly
   l3p export runs/FetchPush-v4 bundles/push         # checkpoint -> ONNX bundle
   l3p serve --bundle models/FetchPush-v4 --port 50051
+  l3p serve --models models --port 50052           # every bundle under models/, by name
   l3p run --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 10 --video ep.mp4
   l3p eval --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 100 --out eval.json
-  l3p eval --server 127.0.0.1:50052 --pairs far --modes l3p,l3p@search=hard,naive,policy
+  l3p eval --server 127.0.0.1:50052 --model PointMaze_Large-v3 --pairs far --modes l3p,naive,policy
   l3p plot --bundle models/PointMaze_Large-v3 --out maze.png   # walls, landmarks, graph, one episode
-  l3p demo                                          # serve the shipped model and drive Fetch episodes
+  l3p demo                                          # one server for the shipped models, episodes on each
 
-benchmarks (from a checkout): python benchmarks/serve_latency.py, start_bursts.py,
+benchmarks (from a checkout): python benchmarks/serve_latency.py, start_bursts.py, swap.py,
   train_throughput.py, time_to_success.py (each with --help)
 """
 
@@ -51,7 +52,7 @@ COMMANDS: tuple[Command, ...] = (
             "l3p.training.commands", "add_train_arguments", "run_train", "train"),
     Command("export", "export a training checkpoint as an ONNX bundle",
             "l3p.training.commands", "add_export_arguments", "run_export", "train"),
-    Command("serve", "serve a bundle over gRPC (stateful L3P planner)",
+    Command("serve", "serve model bundles over gRPC (stateful L3P planner; --models DIR or --bundle DIR)",
             "l3p.serving.args", "add_serve_arguments", "run_serve", "serve"),
     Command("run", "drive goal-env episodes (Fetch, mazes, your own module:EnvClass) through a planner server",
             "l3p.clients.runner", "add_run_arguments", "run_run", "sim"),

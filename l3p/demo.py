@@ -1,13 +1,18 @@
-"""One-command demo: serve each shipped model locally, run episodes against it, print its table.
+"""One-command demo: serve every shipped model from one server, run episodes against each, print
+its table.
 
-``l3p demo [--bundle DIR ...] [--episodes 10] [--seed 2000000000] [--modes l3p,naive,policy]``
+``l3p demo [--models DIR | --bundle DIR] [--model NAME ...] [--episodes 10] [--seed 2000000000]
+[--modes l3p,naive,policy]``
 
-By default every bundle under ``models/`` is served in turn (FetchPush-v4, PointMaze_Large-v3):
-Fetch episodes use the env's own start/goal draw, maze episodes the fixed far start/goal pairs
-(>= 10 cells apart) of the held-out protocol. Each bundle is served with its own planner
-defaults (the manifest's planner block; variants override them per episode). Each server runs
-as a child process (`l3p.serving.local_server.LocalServer`) and is stopped on every exit path:
-normal end, errors, Ctrl-C and SIGTERM (terminate, wait, kill).
+One server process (`l3p serve --models models/`, started as a child process by
+`l3p.serving.local_server.LocalServer`) hosts every bundle under ``models/`` (FetchPush-v4,
+FetchPickAndPlace-v4, PointMaze_Large-v3, and any other bundle directory found there); the demo
+drives each model in turn through it, naming the model on every call. Each model's episodes
+follow the protocol its training evaluated (its provenance; ``--pairs`` / ``--min-cells`` /
+``--max-steps`` override): Fetch the env's own start/goal draw, mazes fixed far start/goal pairs
+(PointMaze_Large >= 10 cells apart over 800 steps, the ant's U end to end over 500). Each model is served with its own planner defaults (the manifest's planner
+block; variants override them per episode). The server is stopped on every exit path: normal end,
+errors, Ctrl-C and SIGTERM (terminate, wait, kill).
 """
 
 from __future__ import annotations
@@ -19,15 +24,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from l3p.clients.client import PlannerClient, PlannerError
+from l3p.clients.client import NotFound, PlannerClient, PlannerError
 from l3p.clients.evaluate import evaluate, format_table, parse_modes, write_report
+from l3p.clients.runner import add_protocol_arguments, episode_protocol, served_env_id
 from l3p.core.errors import L3PError
 from l3p.core.seeds import HELD_OUT
 from l3p.serving.local_server import LocalServer
-from l3p.sim import mazes
 
 MODELS = Path("models")
-DEFAULT_BUNDLE = MODELS / "FetchPush-v4"
+DEFAULT_MODEL = "FetchPush-v4"  # run first
 
 
 def models_dir() -> Path:
@@ -43,26 +48,26 @@ def models_dir() -> Path:
     return candidates[0]
 
 
-def shipped_bundles() -> list[Path]:
-    """Every shipped bundle, the default (FetchPush-v4) first."""
-    found = sorted(p.parent for p in models_dir().glob("*/manifest.json"))
-    return sorted(found, key=lambda p: p.name != DEFAULT_BUNDLE.name)
-
-
 def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--bundle", type=Path, action="append", default=None,
-                        help="model bundle directory; repeat for several (default: every shipped "
-                             "bundle under models/)")
+    served = parser.add_mutually_exclusive_group()
+    served.add_argument("--models", type=Path, default=None, metavar="DIR",
+                        help="model repository to serve (default: the shipped models/)")
+    served.add_argument("--bundle", type=Path, default=None,
+                        help="serve this one model bundle directory instead")
+    parser.add_argument("--model", action="append", default=None, metavar="NAME",
+                        help="a served model to run; repeat for several (default: every model the "
+                             f"server lists, {DEFAULT_MODEL} first)")
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--seed", type=int, default=HELD_OUT,
                         help=f"episode i uses env and planner seed SEED + i (default {HELD_OUT}: the "
                              "held-out range, disjoint from the seeds training and validation draw)")
     parser.add_argument("--modes", type=parse_modes, default=["l3p", "naive", "policy"],
                         help="comma-separated planner variants to compare (default l3p,naive,policy)")
-    parser.add_argument("--env", default=None, help="env id (default: each bundle's own)")
+    parser.add_argument("--env", default=None, help="env id (default: each model's own)")
+    add_protocol_arguments(parser)
     parser.add_argument("--stream", action="store_true", help="use the Control stream per episode")
     parser.add_argument("--out", default=None, metavar="results.json",
-                        help="write the JSON report (one file per bundle: NAME.json beside it if several)")
+                        help="write the JSON report (one file per model: NAME.json beside it if several)")
     parser.add_argument("--ready-timeout", type=float, default=120.0,
                         help="seconds to wait for the server to start")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -87,43 +92,57 @@ def _sigterm_as_exit() -> Iterator[None]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """``l3p demo``: a table per bundle; expected failures (a missing bundle, a server that does not
-    start or fails) raise L3PError, after the server is stopped."""
-    bundles = args.bundle or shipped_bundles()
-    for bundle in bundles:
-        if not (bundle / "manifest.json").is_file():
-            raise L3PError(f"no model bundle at {bundle} (missing manifest.json); pass --bundle DIR")
+    """``l3p demo``: a table per model, all served by one server; expected failures (no bundle, a
+    server that does not start or fails, an unknown model) raise L3PError, after the server is
+    stopped."""
+    if args.bundle is not None:
+        if not (args.bundle / "manifest.json").is_file():
+            raise L3PError(f"no model bundle at {args.bundle} (missing manifest.json); pass --bundle DIR")
+        server = LocalServer(args.bundle)
+    else:
+        root = args.models or models_dir()
+        if not any(root.glob("*/manifest.json")) and not any(root.glob("*/*/manifest.json")):
+            raise L3PError(f"no model bundle under {root} (DIR/NAME/manifest.json); pass --models DIR")
+        server = LocalServer(models=root)
     with _sigterm_as_exit():
-        for bundle in bundles:
-            out = args.out
-            if out and len(bundles) > 1:
-                out = str(Path(out).with_name(f"{Path(out).stem}-{bundle.name}{Path(out).suffix}"))
-            _demo_one(bundle, args, out)
+        try:
+            print(f"starting one planner server for {server.bundle} ...", file=sys.stderr, flush=True)
+            server.start()
+            server.wait_ready(args.ready_timeout)
+            with PlannerClient(server.target) as client:
+                served = [m.info.model for m in client.list_models().models]
+            print(f"server ready on {server.target}, serving {', '.join(served)}", file=sys.stderr,
+                  flush=True)
+            names = args.model or sorted(served, key=lambda name: name != DEFAULT_MODEL)
+            for name in names:
+                out = args.out
+                if out and len(names) > 1:
+                    out = str(Path(out).with_name(f"{Path(out).stem}-{name}{Path(out).suffix}"))
+                _demo_one(server, name, args, out)
+        except PlannerError as err:
+            # The server's own last words usually say why it failed the call.
+            tail = server.stderr_tail()
+            if not tail:
+                raise
+            raise type(err)(err.code, f"{err.message}\nserver stderr tail:\n{tail}", err.method) from err
+        finally:
+            server.stop()
     return 0
 
 
-def _demo_one(bundle: Path, args: argparse.Namespace, out: str | None) -> None:
-    server = LocalServer(bundle)
-    try:
-        print(f"starting the planner server for {bundle} ...", file=sys.stderr, flush=True)
-        server.start()
-        server.wait_ready(args.ready_timeout)
-        print(f"server ready on {server.target}", file=sys.stderr, flush=True)
-        with PlannerClient(server.target) as client:
+def _demo_one(server: LocalServer, model: str, args: argparse.Namespace, out: str | None) -> None:
+    with PlannerClient(server.target, model=model) as client:
+        try:
             info = client.model_info()
-            env_id = args.env or info.env_id
-            report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes, seed=args.seed,
-                              stream=args.stream, progress=not args.no_progress,
-                              pairs="far" if mazes.is_maze(env_id) else "random")
-        print(format_table(report), flush=True)
-        if out:
-            write_report(report, out)
-            print(f"wrote {out}")
-    except PlannerError as err:
-        # The server's own last words usually say why it failed the call.
-        tail = server.stderr_tail()
-        if not tail:
-            raise
-        raise type(err)(err.code, f"{err.message}\nserver stderr tail:\n{tail}", err.method) from err
-    finally:
-        server.stop()
+        except NotFound as err:
+            raise L3PError(f"--model {model}: {err.message}") from None
+        env_id = args.env or served_env_id(info)
+        print(f"model {model} ({env_id})", file=sys.stderr, flush=True)
+        protocol = episode_protocol(args, info.provenance, env_id)
+        report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes, seed=args.seed,
+                          stream=args.stream, progress=not args.no_progress, pairs=protocol.pairs,
+                          min_cells=protocol.min_cells, max_steps=protocol.max_steps)
+    print(format_table(report), flush=True)
+    if out:
+        write_report(report, out)
+        print(f"wrote {out}")

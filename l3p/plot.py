@@ -2,6 +2,7 @@
 
 ``l3p plot --bundle models/PointMaze_Large-v3 --pairs far --out maze.png``
 ``l3p plot --bundle models/PointMaze_Large-v3 --landmarks-only --out landmarks.png``
+``l3p plot --bundle models/FetchPush-v4 --landmarks-only --out landmarks.png`` (any env: goal-space views)
 
 The graph is the bundle's own (its value network over the landmarks, cut at the d_max the
 bundle serves, or a ``--planner`` override), solved towards the episode's goal with the served
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from l3p.clients.runner import add_protocol_arguments, episode_protocol
 from l3p.core.errors import L3PError
 from l3p.core.seeds import HELD_OUT
 from l3p.sim import mazes
@@ -53,18 +55,18 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument("--bundle", type=Path, required=True, help="the maze model bundle (its graph is drawn)")
     parser.add_argument("--server", default=None, metavar="HOST:PORT",
                         help="planner server serving that bundle (default: start one on --bundle)")
+    parser.add_argument("--model", default=None, metavar="NAME",
+                        help="with --server: the served model that is that bundle (default: the "
+                             "server's default model)")
     parser.add_argument("--seed", type=int, default=HELD_OUT,
                         help=f"episode seed (and far-pair list seed; default {HELD_OUT}: the held-out list)")
-    parser.add_argument("--pairs", choices=("random", "far"), default="far")
-    parser.add_argument("--min-cells", type=int, default=mazes.MIN_FAR_CELLS, metavar="K",
-                        help=f"--pairs far: start and goal at least K cells apart by BFS (default {mazes.MIN_FAR_CELLS})")
-    parser.add_argument("--max-steps", type=int, default=None, metavar="N",
-                        help="episode length (default: the env's own time limit)")
+    add_protocol_arguments(parser, positive=True)
     parser.add_argument("--planner", type=variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
                         help=VARIANT_HELP + " (default: the bundle's served defaults)")
     parser.add_argument("--landmarks-only", action="store_true",
                         help="draw the walls, the landmarks and their graph from the bundle alone "
-                             "(no episode, no server)")
+                             "(no episode, no server); any env: other envs in goal-space views, over "
+                             "the obstacles the env declares")
     parser.add_argument("--out", type=Path, default=None,
                         help="PNG to write (default maze_episode.png, or landmarks.png with --landmarks-only)")
     return parser
@@ -86,13 +88,18 @@ def _d_max_label(config: Any, overrides: dict[str, Any]) -> str:
 
 
 def _plot_landmarks(bundle: Any, config: Any, overrides: dict[str, Any], out: Path) -> int:
-    from l3p.sim.draw import plot_maze_episode
+    from l3p.sim.draw import plot_landmarks, plot_maze_episode
 
-    layout, scaling = _maze(bundle.env_id)
     cut = ", adaptive cut" if config.adaptive_cut else ""
     title = (f"{bundle.env_id}: {len(bundle.landmarks)} landmarks, graph at {_d_max_label(config, overrides)}"
              f"{cut}")
-    plot_maze_episode(out, layout, scaling, bundle.landmarks, landmark_edges(bundle, config), None, title=title)
+    if mazes.is_maze(bundle.env_id):
+        layout, scaling = _maze(bundle.env_id)
+        plot_maze_episode(out, layout, scaling, bundle.landmarks, landmark_edges(bundle, config), None, title=title)
+    else:  # goal-space views over the obstacles the env declares (the Fetch box)
+        goals = np.zeros((0, bundle.landmarks.shape[1]), np.float32)
+        plot_landmarks(bundle.landmarks, goals, out, title, bundle.env_id, bundle.value_fn, config.d_max,
+                       config.adaptive_cut)
     print(f"wrote {out}: {title}")
     return 0
 
@@ -103,7 +110,7 @@ def run_plot(args: argparse.Namespace) -> int:
     from l3p.serving.bundle import load_bundle
 
     bundle = load_bundle(args.bundle)
-    if not mazes.is_maze(bundle.env_id):
+    if not (args.landmarks_only or mazes.is_maze(bundle.env_id)):
         raise L3PError(f"draws maze episodes only; {args.bundle} is a {bundle.env_id} model")
     mode, overrides = parse_variant(args.planner)
     config = bundle.planner_defaults.replace(mode=mode, **overrides)
@@ -121,13 +128,14 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
     from l3p.sim.render import close_env
 
     server = None if args.server else LocalServer(args.bundle)
-    env = make_env(bundle.env_id, max_episode_steps=args.max_steps)
+    protocol = episode_protocol(args, bundle.manifest.get("provenance", {}), bundle.env_id)
+    env = make_env(bundle.env_id, max_episode_steps=protocol.max_steps)
     try:
         if server is not None:
             server.start()
             server.wait_ready()
-        with PlannerClient(args.server or server.target) as client:
-            (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, args.pairs, args.min_cells)
+        with PlannerClient(args.server or server.target, model=args.model if args.server else None) as client:
+            (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, protocol.pairs, protocol.min_cells)
             ep = run_episode(client, env, index=0, seed=seed, mode=args.planner, pair=pair, record=True)
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"

@@ -30,8 +30,10 @@ SEARCH_KIND_HARD: SearchKind
 SEARCH_KIND_EXPECTATION: SearchKind
 
 class GetModelInfoRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("model",)
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    def __init__(self, model: _Optional[str] = ...) -> None: ...
 
 class PlannerDefaults(_message.Message):
     __slots__ = ("n_landmarks", "d_max", "temperature", "search", "search_iterations", "local_horizon", "mode", "prune_failed")
@@ -54,7 +56,7 @@ class PlannerDefaults(_message.Message):
     def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ..., prune_failed: _Optional[bool] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json")
+    __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json", "model", "version", "memory_bytes")
     ENV_ID_FIELD_NUMBER: _ClassVar[int]
     OBS_DIM_FIELD_NUMBER: _ClassVar[int]
     GOAL_DIM_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +69,9 @@ class ModelInfo(_message.Message):
     GAMMA_FIELD_NUMBER: _ClassVar[int]
     DEFAULTS_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     env_id: str
     obs_dim: int
     goal_dim: int
@@ -79,7 +84,56 @@ class ModelInfo(_message.Message):
     gamma: float
     defaults: PlannerDefaults
     provenance_json: str
-    def __init__(self, env_id: _Optional[str] = ..., obs_dim: _Optional[int] = ..., goal_dim: _Optional[int] = ..., action_dim: _Optional[int] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., n_landmarks: _Optional[int] = ..., format_version: _Optional[int] = ..., bundle_sha256: _Optional[str] = ..., gamma: _Optional[float] = ..., defaults: _Optional[_Union[PlannerDefaults, _Mapping]] = ..., provenance_json: _Optional[str] = ...) -> None: ...
+    model: str
+    version: str
+    memory_bytes: int
+    def __init__(self, env_id: _Optional[str] = ..., obs_dim: _Optional[int] = ..., goal_dim: _Optional[int] = ..., action_dim: _Optional[int] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., n_landmarks: _Optional[int] = ..., format_version: _Optional[int] = ..., bundle_sha256: _Optional[str] = ..., gamma: _Optional[float] = ..., defaults: _Optional[_Union[PlannerDefaults, _Mapping]] = ..., provenance_json: _Optional[str] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., memory_bytes: _Optional[int] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ModelStatus(_message.Message):
+    __slots__ = ("info", "live_sessions", "draining_versions", "last_error")
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    info: ModelInfo
+    live_sessions: int
+    draining_versions: _containers.RepeatedScalarFieldContainer[str]
+    last_error: str
+    def __init__(self, info: _Optional[_Union[ModelInfo, _Mapping]] = ..., live_sessions: _Optional[int] = ..., draining_versions: _Optional[_Iterable[str]] = ..., last_error: _Optional[str] = ...) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ("default_model", "models")
+    DEFAULT_MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    default_model: str
+    models: _containers.RepeatedCompositeFieldContainer[ModelStatus]
+    def __init__(self, default_model: _Optional[str] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ...) -> None: ...
+
+class ReloadModelsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ModelLoad(_message.Message):
+    __slots__ = ("model", "version", "loaded", "error")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOADED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    version: str
+    loaded: bool
+    error: str
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[str] = ..., loaded: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ReloadModelsResponse(_message.Message):
+    __slots__ = ("loads",)
+    LOADS_FIELD_NUMBER: _ClassVar[int]
+    loads: _containers.RepeatedCompositeFieldContainer[ModelLoad]
+    def __init__(self, loads: _Optional[_Iterable[_Union[ModelLoad, _Mapping]]] = ...) -> None: ...
 
 class EpisodeOptions(_message.Message):
     __slots__ = ("mode", "d_max", "temperature", "search", "seed", "local_horizon", "sample_subgoal", "prune_failed")
@@ -102,22 +156,28 @@ class EpisodeOptions(_message.Message):
     def __init__(self, mode: _Optional[_Union[PlannerMode, str]] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., seed: _Optional[int] = ..., local_horizon: _Optional[float] = ..., sample_subgoal: _Optional[bool] = ..., prune_failed: _Optional[bool] = ...) -> None: ...
 
 class StartEpisodeRequest(_message.Message):
-    __slots__ = ("goal", "options")
+    __slots__ = ("goal", "options", "model")
     GOAL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     goal: _containers.RepeatedScalarFieldContainer[float]
     options: EpisodeOptions
-    def __init__(self, goal: _Optional[_Iterable[float]] = ..., options: _Optional[_Union[EpisodeOptions, _Mapping]] = ...) -> None: ...
+    model: str
+    def __init__(self, goal: _Optional[_Iterable[float]] = ..., options: _Optional[_Union[EpisodeOptions, _Mapping]] = ..., model: _Optional[str] = ...) -> None: ...
 
 class StartEpisodeResponse(_message.Message):
-    __slots__ = ("session_id", "n_landmarks", "landmark_to_goal")
+    __slots__ = ("session_id", "n_landmarks", "landmark_to_goal", "model", "version")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     N_LANDMARKS_FIELD_NUMBER: _ClassVar[int]
     LANDMARK_TO_GOAL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     n_landmarks: int
     landmark_to_goal: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, session_id: _Optional[str] = ..., n_landmarks: _Optional[int] = ..., landmark_to_goal: _Optional[_Iterable[float]] = ...) -> None: ...
+    model: str
+    version: str
+    def __init__(self, session_id: _Optional[str] = ..., n_landmarks: _Optional[int] = ..., landmark_to_goal: _Optional[_Iterable[float]] = ..., model: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
 
 class ActRequest(_message.Message):
     __slots__ = ("session_id", "observation")

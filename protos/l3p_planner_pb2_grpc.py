@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class PlannerStub:
-    """Missing associated documentation comment in .proto file."""
+    """A server hosts a repository of models (`l3p serve --models DIR`), each by name; a request
+    that names no model gets the server's default model, so clients written for one model work.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -59,13 +61,25 @@ class PlannerStub:
                 request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.SerializeToString,
                 response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.FromString,
                 _registered_method=True)
+        self.ListModels = channel.unary_unary(
+                '/l3p.v1.Planner/ListModels',
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.FromString,
+                _registered_method=True)
+        self.ReloadModels = channel.unary_unary(
+                '/l3p.v1.Planner/ReloadModels',
+                request_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.SerializeToString,
+                response_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.FromString,
+                _registered_method=True)
 
 
 class PlannerServicer:
-    """Missing associated documentation comment in .proto file."""
+    """A server hosts a repository of models (`l3p serve --models DIR`), each by name; a request
+    that names no model gets the server's default model, so clients written for one model work.
+    """
 
     def GetModelInfo(self, request, context):
-        """Bundle and planner defaults the server was started with.
+        """The named model's current version: bundle and planner defaults.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -100,6 +114,21 @@ class PlannerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListModels(self, request, context):
+        """Every served model, its current version, and the versions still finishing episodes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReloadModels(self, request, context):
+        """Looks at the repository now (as its periodic watch does) and loads every new version;
+        needs an admin token (`l3p serve --admin-token-file`), PERMISSION_DENIED otherwise.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlannerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -128,6 +157,16 @@ def add_PlannerServicer_to_server(servicer, server):
                     request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.FromString,
                     response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.SerializeToString,
             ),
+            'ListModels': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListModels,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'ReloadModels': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReloadModels,
+                    request_deserializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.FromString,
+                    response_serializer=l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'l3p.v1.Planner', rpc_method_handlers)
@@ -137,7 +176,9 @@ def add_PlannerServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Planner:
-    """Missing associated documentation comment in .proto file."""
+    """A server hosts a repository of models (`l3p serve --models DIR`), each by name; a request
+    that names no model gets the server's default model, so clients written for one model work.
+    """
 
     @staticmethod
     def GetModelInfo(request,
@@ -264,6 +305,60 @@ class Planner:
             '/l3p.v1.Planner/Control',
             l3p_dot_protos_dot_l3p__planner__pb2.ControlRequest.SerializeToString,
             l3p_dot_protos_dot_l3p__planner__pb2.ControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/l3p.v1.Planner/ListModels',
+            l3p_dot_protos_dot_l3p__planner__pb2.ListModelsRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ListModelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReloadModels(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/l3p.v1.Planner/ReloadModels',
+            l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsRequest.SerializeToString,
+            l3p_dot_protos_dot_l3p__planner__pb2.ReloadModelsResponse.FromString,
             options,
             channel_credentials,
             insecure,

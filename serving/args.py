@@ -9,6 +9,7 @@ from pathlib import Path
 from l3p.core.errors import L3PError
 from l3p.serving.logs import configure_logging
 from l3p.serving.processes import run_processes
+from l3p.serving.repository import MODEL_NAME
 from l3p.serving.security import add_security_arguments
 from l3p.serving.server import serve
 from l3p.serving.startup import prepare, report
@@ -16,6 +17,9 @@ from l3p.serving.startup import prepare, report
 # Max queue delay of the cross-session batcher (--batch-delay-us), chosen with
 # benchmarks/serve_latency.py: see README's serving table.
 DEFAULT_BATCH_DELAY_US = 0
+# How often the model repository is looked at for new versions: reading each model's manifest
+# (a few kB) costs well under a millisecond.
+DEFAULT_POLL_INTERVAL_S = 5.0
 
 
 def _count(text: str) -> int:
@@ -58,8 +62,31 @@ def _replica_id(text: str) -> str:
     return text
 
 
+def _model_pin(text: str) -> tuple[str, str]:
+    name, sep, digest = text.partition("=")
+    if not sep or not MODEL_NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(f"expected NAME=HEX (a model name, 64 hex digits), got {text!r}")
+    return name, _sha256(digest)
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bundle", type=Path, required=True, help="model bundle directory")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--models", type=Path, metavar="DIR",
+                      help="model repository: serve every bundle DIR/NAME/ (or the newest "
+                           "DIR/NAME/VERSION/) as model NAME")
+    what.add_argument("--bundle", type=Path, help="one model bundle directory (a repository of one "
+                                                   "model, named after the directory)")
+    parser.add_argument("--default-model", metavar="NAME",
+                        help="the model of requests that name none (default: the first name in "
+                             "sorted order)")
+    parser.add_argument("--model-sha256", type=_model_pin, action="append", default=[],
+                        metavar="NAME=HEX",
+                        help="serve model NAME only with this digest; repeat to allow several "
+                             "(e.g. the next version's); checked before a graph is opened")
+    parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL_S,
+                        metavar="SECONDS",
+                        help="look for new model versions this often and swap them in under live "
+                             f"episodes (default {DEFAULT_POLL_INTERVAL_S:g}; 0: only on ReloadModels)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1; 0.0.0.0 exposes the server)")
     parser.add_argument("--port", type=_port, default=50051,
@@ -69,6 +96,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds an idle episode is kept (default 300)")
     parser.add_argument("--max-sessions", type=_count, default=1024,
                         help="live episodes at most; more answer RESOURCE_EXHAUSTED (default 1024)")
+    parser.add_argument("--max-sessions-per-principal", type=_count, default=None, metavar="N",
+                        help="live episodes one caller (token or client certificate) may hold; "
+                             "default: a quarter of --max-sessions when callers authenticate, "
+                             "else only --max-sessions applies")
     parser.add_argument("--batch-delay-us", type=_microseconds, default=DEFAULT_BATCH_DELAY_US,
                         help="max queue delay: how long the first step of a batch waits for the "
                              "steps of other sessions to share its onnxruntime call (default "
@@ -88,8 +119,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reflection", action="store_true",
                         help="serve gRPC server reflection (lists the services; off by default)")
     parser.add_argument("--bundle-sha256", metavar="HEX", type=_sha256,
-                        help="refuse to start unless the bundle's digest (printed by l3p export, "
-                             "reported by GetModelInfo) is HEX")
+                        help="with --bundle: refuse to serve it unless its digest (printed by l3p "
+                             "export, reported by GetModelInfo) is HEX")
     parser.add_argument("--processes", type=_count, default=1,
                         help="server processes sharing the port (SO_REUSEPORT; default 1); each "
                              "client connection, with its sessions, stays on one process")
@@ -101,7 +132,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     """Serves until SIGTERM/SIGINT; the exit code. A server that cannot start raises an L3PError
     (bundle, security settings, busy port)."""
-    configure_logging(args.log_level)
+    # With --processes N each process captures its own native messages; the parent runs no gRPC
+    # server, and its children must inherit the real stderr, not a pipe of the parent's.
+    configure_logging(args.log_level, capture_native=args.processes == 1)
     prepared = prepare(args)
     if args.processes > 1:
         return run_processes(args)
@@ -112,7 +145,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m l3p.serving",
-        description="Serve an L3P model bundle over gRPC (the stateful planner).")
+        description="Serve L3P model bundles over gRPC (the stateful planner).")
     add_serve_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -14,8 +14,17 @@ import numpy as np
 import onnxruntime as ort
 
 from l3p.core import PlannerConfig
-from l3p.core.bundle_format import (GRAPHS, BundleError, bundle_digest, graph_signatures, planner_defaults,
-                                    read_graph, read_manifest, shape_matches)
+from l3p.core.bundle_format import (
+    GRAPHS,
+    BundleError,
+    bundle_digest,
+    check_pin,
+    graph_signatures,
+    planner_defaults,
+    read_graph,
+    read_manifest,
+    shape_matches,
+)
 
 __all__ = ["Bundle", "BundleError", "bundle_digest", "load_bundle", "session_options"]
 
@@ -75,9 +84,12 @@ def session_options() -> ort.SessionOptions:
     return options
 
 
-def load_bundle(path: str | Path) -> Bundle:
+def load_bundle(path: str | Path, sha256: str | None = None, pin_source: str = "--bundle-sha256") -> Bundle:
+    """The bundle at ``path``, checked; with ``sha256``, refused unless its digest is that, before
+    any of its graphs is opened (``pin_source`` names the pin in the message)."""
     path = Path(path)
     manifest = read_manifest(path)
+    digest = check_pin(path, manifest, sha256, pin_source)
     dims = manifest["dims"]
     obs_dim, goal_dim, action_dim = dims["obs"], dims["goal"], dims["action"]
     n_landmarks = manifest["n_landmarks"]
@@ -114,7 +126,7 @@ def load_bundle(path: str | Path) -> Bundle:
         gamma=float(manifest["gamma"]),
         landmarks=np.ascontiguousarray(landmarks, dtype=np.float32),
         planner_defaults=planner_defaults(manifest),
-        sha256=bundle_digest(manifest),
+        sha256=digest,
         actor=sessions["actor"],
         distance=sessions["distance"],
         value=sessions["value"],

@@ -1,5 +1,6 @@
 """The engine: a loaded bundle's networks and graph solves, batched across sessions and run
-off the event loop. It builds the bundle's landmark graph once, when the server starts."""
+off the event loop. It builds the bundle's landmark graph once, when the bundle is loaded; each
+loaded model version has its own engine (graph cache, batchers, threads)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from l3p.core import POLICY, EpisodePlanner, Inference, LandmarkGraph, PlannerConfig
 from l3p.serving.batching import INLINE_ROWS, MicroBatcher, StartBatcher
 from l3p.serving.bundle import Bundle
-from l3p.serving.metrics import Metrics
+from l3p.serving.metrics import ModelMetrics
 
 
 def solved_graph(bundle: Bundle) -> LandmarkGraph:
@@ -29,7 +30,7 @@ class Engine:
         bundle: Bundle,
         max_delay_s: float = 0.0,
         inline_rows: int = INLINE_ROWS,
-        metrics: Metrics | None = None,
+        metrics: ModelMetrics | None = None,
     ):
         self.bundle = bundle
         self.graph = solved_graph(bundle)
@@ -39,8 +40,8 @@ class Engine:
         def batcher(fn, network: str, inline: int) -> MicroBatcher:
             on_batch = lambda requests: None  # noqa: E731
             if metrics is not None:
-                batches = metrics.batches.labels(network)
-                steps = metrics.batched_steps.labels(network)
+                batches = metrics.batches(network)
+                steps = metrics.batched_steps(network)
 
                 def on_batch(requests: int) -> None:
                     batches.inc()

@@ -17,6 +17,17 @@ class StreamOrderError(RuntimeError):
     """Control stream messages in the wrong order (an observation before the goal, two goals)."""
 
 
+class UnknownModelError(KeyError):
+    """A request named a model the server does not serve."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class AdminOnlyError(RuntimeError):
+    """An operator's call on a server that admits no operator (no --admin-token-file)."""
+
+
 class DeadlineError(RuntimeError):
     """The call's deadline passed before its answer could be of use."""
 
@@ -24,6 +35,8 @@ class DeadlineError(RuntimeError):
 _STATUS_OF = (
     (InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
     (SessionNotFoundError, grpc.StatusCode.NOT_FOUND),
+    (UnknownModelError, grpc.StatusCode.NOT_FOUND),
+    (AdminOnlyError, grpc.StatusCode.PERMISSION_DENIED),
     (StreamOrderError, grpc.StatusCode.FAILED_PRECONDITION),
     (SessionLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (DeadlineError, grpc.StatusCode.DEADLINE_EXCEEDED),

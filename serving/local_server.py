@@ -1,6 +1,6 @@
 """Run the planner server as a child process (for the demo, plots, benchmarks and tests).
 
-``python -m l3p.serving --bundle DIR --port N`` prints ``L3P_SERVER_READY port=<N>`` on
+``python -m l3p.serving --bundle DIR --port N`` (or ``--models DIR``) prints ``L3P_SERVER_READY port=<N>`` on
 stdout once it serves. :class:`LocalServer` starts it, waits for that line (reporting the
 server's stderr tail if it dies first) and always stops it: SIGTERM, a grace period, SIGKILL.
 """
@@ -33,7 +33,8 @@ class LocalServer:
     """A planner server subprocess; use as a context manager or call start/stop.
 
     Args:
-        bundle: the model bundle directory.
+        bundle: the model bundle directory (``--bundle``); or, as ``models``, a model
+            repository directory (``--models``).
         port: 0 picks a free port (read back from the READY line).
         host: interface to bind; loopback by default.
         extra_args: more command-line arguments for the server.
@@ -46,8 +47,9 @@ class LocalServer:
 
     def __init__(
         self,
-        bundle: str | os.PathLike[str],
+        bundle: str | os.PathLike[str] | None = None,
         *,
+        models: str | os.PathLike[str] | None = None,
         port: int = 0,
         host: str = "127.0.0.1",
         extra_args: Sequence[str] = (),
@@ -56,7 +58,10 @@ class LocalServer:
         env: dict[str, str] | None = None,
         stderr_lines: int = 40,
     ) -> None:
-        self.bundle = Path(bundle)
+        if (bundle is None) == (models is None):
+            raise ValueError("give a bundle or a models directory")
+        what = ["--bundle", str(bundle)] if bundle is not None else ["--models", str(models)]
+        self.bundle = Path(bundle if bundle is not None else models)
         self.requested_port = port
         self.host = host
         self.port: int | None = None
@@ -64,7 +69,7 @@ class LocalServer:
         # (Set by the server itself after exec: a preexec_fn would run Python in a forked copy
         # of this gRPC-using process, which gRPC's fork handlers can abort.)
         self.command = [
-            sys.executable, "-m", module, "--bundle", str(self.bundle), "--port", str(port),
+            sys.executable, "-m", module, *what, "--port", str(port),
             "--exit-with-parent", str(os.getpid()), *extra_args,
         ]
         if host != "127.0.0.1":

@@ -1,14 +1,38 @@
 """The server's logs: JSON lines on stderr, one object per event (ts, level, logger, pid, event,
-then the event's fields), so a log shipper needs no parsing rules."""
+then the event's fields), so a log shipper needs no parsing rules.
+
+Native code (gRPC's core, onnxruntime) writes its own messages straight to file descriptor 2;
+`configure_logging(..., capture_native=True)` routes them through a pipe into the same JSON lines
+(event ``native_log``), so text a client chose (a TLS server name, say) arrives escaped inside a
+JSON string, never as a raw line. Events a client can cause at will (refused calls, native
+messages) go through a `RateLimit`: a flood of bad calls costs a few lines a second, each saying
+how many were left out since the last.
+"""
 
 from __future__ import annotations
 
 import datetime
 import json
 import logging
+import os
+import re
 import sys
+import threading
+import time
+from collections.abc import Callable
 
 log = logging.getLogger("l3p.serving")
+
+# Events a client can cause at will: at most BURST lines at once, then PER_S a second, per event.
+LOG_BURST = 20
+LOG_PER_S = 5.0
+# Longer native messages are cut: one line each, of bounded size.
+MAX_NATIVE_CHARS = 500
+
+# gRPC core's (absl) format: "E1124 18:39:42.657818    5706 file.cc:3238] message".
+_NATIVE_LINE = re.compile(r"([DIWEF])\d{4} [\d:.]+\s+\d+ ([^\]\s]+)\] ?(.*)")
+_NATIVE_LEVEL = {"D": logging.DEBUG, "I": logging.INFO, "W": logging.WARNING,
+                 "E": logging.ERROR, "F": logging.CRITICAL}
 
 
 def event(level: int, name: str, exc_info: BaseException | None = None, **fields) -> None:
@@ -18,6 +42,41 @@ def event(level: int, name: str, exc_info: BaseException | None = None, **fields
     if log.isEnabledFor(level):
         info = None if exc_info is None else (type(exc_info), exc_info, exc_info.__traceback__)
         log.handle(log.makeRecord(log.name, level, "", 0, name, None, info, extra={"fields": fields}))
+
+
+class RateLimit:
+    """A token bucket per event name: `allow(name)` -> None to leave the line out, else the number
+    of lines left out since the last one allowed (0 or more). Thread-safe."""
+
+    def __init__(self, burst: int = LOG_BURST, per_s: float = LOG_PER_S,
+                 clock: Callable[[], float] = time.monotonic):
+        self._burst, self._per_s, self._clock = burst, per_s, clock
+        self._buckets: dict[str, list[float]] = {}  # name -> [tokens, last refill, left out]
+        self._lock = threading.Lock()
+
+    def allow(self, name: str) -> int | None:
+        now = self._clock()
+        with self._lock:
+            bucket = self._buckets.setdefault(name, [float(self._burst), now, 0])
+            bucket[0] = min(self._burst, bucket[0] + (now - bucket[1]) * self._per_s)
+            bucket[1] = now
+            if bucket[0] < 1:
+                bucket[2] += 1
+                return None
+            bucket[0] -= 1
+            left_out, bucket[2] = int(bucket[2]), 0
+            return left_out
+
+
+_limit = RateLimit()
+
+
+def limited_event(level: int, name: str, **fields) -> None:
+    """`event`, at most LOG_BURST lines at once and LOG_PER_S a second for this name; a line
+    after some were left out says how many (``suppressed``)."""
+    left_out = _limit.allow(name)
+    if left_out is not None:
+        event(level, name, **fields, **({"suppressed": left_out} if left_out else {}))
 
 
 class JsonFormatter(logging.Formatter):
@@ -38,11 +97,41 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure_logging(level: str) -> None:
-    """JSON lines at `level` (debug, info, warning, error) on stderr, for every logger."""
-    handler = logging.StreamHandler(sys.stderr)
+def configure_logging(level: str, capture_native: bool = False) -> None:
+    """JSON lines at `level` (debug, info, warning, error) on stderr, for every logger; with
+    `capture_native`, native code's writes to stderr too (for a server process: call once)."""
+    stream = _capture_native_stderr() if capture_native else sys.stderr
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
     # Records need no thread or process names (JsonFormatter writes the pid only).
     logging.logThreads = logging.logMultiprocessing = False
-    # The root logger, so grpc's own messages are JSON lines too.
+    # The root logger, so grpc's Python messages are JSON lines too.
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def _capture_native_stderr():
+    """Points fd 2 at a pipe read by a daemon thread that logs each line as an event; Python's
+    own stderr (the JSON lines, a one-line startup error) goes on to the real stderr. Returns
+    that stream."""
+    sys.stderr.flush()
+    real = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="backslashreplace")
+    read_fd, write_fd = os.pipe()
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    sys.stderr = real
+    threading.Thread(target=_pump_native, args=(read_fd,), name="l3p-native-log", daemon=True).start()
+    return real
+
+
+def _pump_native(read_fd: int) -> None:
+    with os.fdopen(read_fd, "rb") as pipe:
+        for raw in pipe:
+            text = raw.decode("utf-8", errors="backslashreplace").rstrip("\n")
+            if not text.strip():
+                continue
+            match = _NATIVE_LINE.match(text)
+            level, source, message = ((_NATIVE_LEVEL[match[1]], match[2], match[3]) if match
+                                      else (logging.WARNING, None, text))
+            if len(message) > MAX_NATIVE_CHARS:
+                message = message[:MAX_NATIVE_CHARS] + f"... ({len(message)} characters)"
+            limited_event(level, "native_log", source=source, message=message)

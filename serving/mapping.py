@@ -9,6 +9,7 @@ import json
 import numpy as np
 
 from l3p.core import EPISODE_OPTIONS, PlannerConfig, StepResult
+from l3p.core.names import OPTIONS
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos.mapping import MODE_ENUM, MODE_NAME, SEARCH_ENUM, SEARCH_NAME
 from l3p.serving.bundle import Bundle
@@ -75,6 +76,8 @@ def episode_config(options: pb.EpisodeOptions, defaults: PlannerConfig) -> tuple
             overrides[name] = getattr(options, name)
     try:
         config = defaults.replace(**overrides)
+        for name, value in overrides.items():  # what the request asked for, not the bundle's defaults
+            OPTIONS[name].check_mode(value, config.mode)
     except ValueError as exc:
         raise InvalidRequestError(f"options.{exc}") from None
     return config, (options.seed if options.HasField("seed") else None)

@@ -64,7 +64,7 @@ def _worker_args(args: argparse.Namespace, port: int, index: int) -> argparse.Na
 def _worker(args: argparse.Namespace, index: int, ready) -> None:
     """One server process. Runs in a spawned interpreter."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, capture_native=True)
     try:  # the bundle may have changed since the parent checked it
         sys.exit(serve(args, *prepare(args), on_ready=ready.send, worker=index))
     except L3PError as exc:

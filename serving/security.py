@@ -7,6 +7,8 @@
 - Every Planner RPC must carry ``authorization: Bearer <token>``; the interceptor answers
   UNAUTHENTICATED otherwise. Health and reflection are not Planner RPCs: load-balancer probes
   need no token.
+- ReloadModels (an operator's call: it makes the server load new model versions) takes only a
+  token of ``--admin-token-file``, never a robot's; without that file nobody may call it.
 - A caller's principal names what it authenticated with: ``token:NAME`` and/or ``cert:CN`` (the
   client certificate's common name under mutual TLS), or ``""`` when the server asks for neither.
   Sessions belong to the principal that opened them (serving/sessions.py).
@@ -38,6 +40,8 @@ MIN_TOKEN_CHARS = 16
 MISSING_TOKEN = ("this server requires a bearer token: send metadata "
                  "'authorization: Bearer <token>' with every Planner call")
 WRONG_TOKEN = "the bearer token is not accepted by this server"
+# Planner methods for operators, not robots: they take admin tokens only.
+ADMIN_METHODS = ("ReloadModels",)
 
 
 class SecurityConfigError(L3PError, ValueError):
@@ -126,27 +130,33 @@ class Gatekeeper:
     """Admits Planner calls and names their callers.
 
     ``tokens`` None: no token is required (the principal then comes from the client certificate,
-    if any, or is ``""``)."""
+    if any, or is ``""``). ``admin``: the tokens of admin calls (ADMIN_METHODS); None: nobody's."""
 
-    def __init__(self, tokens: TokenTable | None):
+    def __init__(self, tokens: TokenTable | None, admin: TokenTable | None = None):
         self.tokens = tokens
+        self.admin = admin
 
-    def refusal(self, metadata) -> str | None:
-        """Why a call with this metadata is refused, or None to admit it."""
-        if self.tokens is None:
-            return None
+    def refusal(self, metadata, method: str = "") -> str | None:
+        """Why a call of ``method`` with this metadata is refused, or None to admit it."""
+        table = self.admin if method in ADMIN_METHODS else self.tokens
+        if table is None:
+            return None  # admin calls without admin tokens are refused by the handler itself
         token = bearer_token(metadata)
         if token is None:
             return MISSING_TOKEN
-        return None if self.tokens.name_of(token) is not None else WRONG_TOKEN
+        return None if table.name_of(token) is not None else WRONG_TOKEN
 
     def principal(self, context: grpc.ServicerContext) -> str:
         """``token:NAME``, ``cert:CN``, both joined by a space, or ``""``. Call only for admitted
         calls (the token was checked)."""
         parts = []
-        if self.tokens is not None:
-            token = bearer_token(context.invocation_metadata())
-            parts.append(f"token:{self.tokens.name_of(token) if token else None}")
+        token = bearer_token(context.invocation_metadata())
+        if self.tokens is not None and token is not None and self.tokens.name_of(token):
+            parts.append(f"token:{self.tokens.name_of(token)}")
+        elif self.admin is not None and token is not None and self.admin.name_of(token):
+            parts.append(f"admin:{self.admin.name_of(token)}")
+        elif self.tokens is not None:
+            parts.append("token:None")
         name = cert_name(context.auth_context())
         if name is not None:
             parts.append(f"cert:{name}")
@@ -167,10 +177,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith(self._prefix):
             return handler
-        reason = self._gate.refusal(handler_call_details.invocation_metadata)
+        name = method.rsplit("/", 1)[-1]
+        reason = self._gate.refusal(handler_call_details.invocation_metadata, name)
         if reason is None:
             return handler
-        self._on_refused(method.rsplit("/", 1)[-1], reason)
+        self._on_refused(name, reason)
         return _refusing(handler, reason)
 
 
@@ -231,15 +242,26 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--auth-token-file", type=Path, metavar="FILE",
                         help="require 'authorization: Bearer <token>' on every Planner call; one "
                              "token per line, 'token' or 'name:token' (health stays open for probes)")
+    parser.add_argument("--admin-token-file", type=Path, metavar="FILE",
+                        help="tokens (same format) that may call ReloadModels, and only that; "
+                             "without it nobody may (the repository watch still swaps)")
     parser.add_argument("--insecure", action="store_true",
-                        help="allow a non-loopback --host without TLS (e.g. behind a proxy that "
-                             "terminates TLS on a private network); logs a warning")
+                        help="allow a non-loopback --host (or --metrics-host) without TLS (e.g. "
+                             "behind a proxy that terminates TLS on a private network); logs a warning")
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="address /metrics binds (default 127.0.0.1, whatever --host is); "
+                             "served over TLS with --tls-cert/--tls-key when those are given")
+    parser.add_argument("--metrics-token-file", type=Path, metavar="FILE",
+                        help="require 'Authorization: Bearer <token>' on /metrics (token file "
+                             "format as --auth-token-file; a scraper's own tokens)")
 
 
 @dataclass(frozen=True)
 class Security:
     credentials: grpc.ServerCredentials | None  # None: plaintext
     gate: Gatekeeper | None  # None: no token, no client certificate: everyone is one principal
+    metrics_tls: ssl.SSLContext | None = None  # /metrics over TLS (the server's certificate)
+    metrics_tokens: TokenTable | None = None  # None: /metrics needs no token
 
 
 def is_loopback(host: str) -> bool:
@@ -261,9 +283,20 @@ def security_from_args(args: argparse.Namespace) -> Security:
         raise TlsConfigError(
             f"--host {args.host} is not loopback: serve TLS (--tls-cert/--tls-key), or pass "
             f"--insecure if something else protects the traffic")
-    credentials = None
+    if (args.metrics_port and args.tls_cert is None and not args.insecure
+            and not is_loopback(args.metrics_host)):
+        raise TlsConfigError(
+            f"--metrics-host {args.metrics_host} is not loopback: serve TLS (--tls-cert/--tls-key, "
+            f"used for /metrics too), or pass --insecure if something else protects the traffic")
+    credentials = metrics_tls = None
     if args.tls_cert is not None:
         credentials = server_credentials(args.tls_cert, args.tls_key, args.tls_client_ca)
+        metrics_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        metrics_tls.load_cert_chain(args.tls_cert, args.tls_key)
     tokens = TokenTable.load(args.auth_token_file) if args.auth_token_file is not None else None
-    gate = Gatekeeper(tokens) if tokens is not None or args.tls_client_ca is not None else None
-    return Security(credentials, gate)
+    admin = TokenTable.load(args.admin_token_file) if args.admin_token_file is not None else None
+    gate = (Gatekeeper(tokens, admin)
+            if tokens is not None or admin is not None or args.tls_client_ca is not None else None)
+    metrics_tokens = (TokenTable.load(args.metrics_token_file)
+                      if args.metrics_token_file is not None else None)
+    return Security(credentials, gate, metrics_tls, metrics_tokens)

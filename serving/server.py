@@ -1,5 +1,6 @@
-"""The planner server's lifecycle: one loaded bundle shared by many isolated episodes.
+"""The planner server's lifecycle: a repository of loaded models shared by many isolated episodes.
 
+    l3p serve --models DIR --port 0        # every bundle under DIR (serving/repository.py)
     l3p serve --bundle DIR --port 0        # or: python -m l3p.serving --bundle DIR --port 0
 
 An asyncio server (grpc.aio), run as grpc's own asyncio examples run theirs: ``asyncio.run``,
@@ -28,16 +29,25 @@ from l3p.serving.bundle import Bundle
 from l3p.serving.engine import Engine
 from l3p.serving.health import SERVICE_NAME as HEALTH_SERVICE_NAME
 from l3p.serving.health import SERVING, HealthService
-from l3p.serving.logs import event
+from l3p.serving.logs import event, limited_event
 from l3p.serving.metrics import Metrics
+from l3p.serving.repository import ModelSpec, ModelVersion, Repository
 from l3p.serving.security import AuthInterceptor, Gatekeeper, Security, is_loopback
-from l3p.serving.servicer import SERVICE_NAME, PlannerServicer, anonymous, planner_handlers
+from l3p.serving.servicer import (
+    SERVICE_NAME,
+    PlannerServicer,
+    anonymous,
+    planner_handlers,
+)
 from l3p.serving.sessions import Session, SessionStore
 from l3p.serving.startup import ServeError, exit_with_parent
 
 # Requests are ~100 bytes; a small cap bounds the memory one call can make the server hold.
 # gRPC itself answers RESOURCE_EXHAUSTED ("Received message larger than max") past it.
 MAX_MESSAGE_BYTES = 64 * 1024
+
+# By default, with authentication, one principal may hold 1/DEFAULT_PRINCIPAL_SHARE of the sessions.
+DEFAULT_PRINCIPAL_SHARE = 4
 
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -52,52 +62,75 @@ _CHANNEL_OPTIONS = [
 
 
 class PlannerServer:
-    """The asyncio gRPC server (planner, health, optionally reflection) and the TTL reaper.
+    """The asyncio gRPC server (planner, health, optionally reflection), the TTL reaper and the
+    repository watch.
 
-    Made inside a running event loop (grpc.aio binds to it); the port is bound on creation
-    (``.port``, RuntimeError if it cannot bind). ``credentials``: TLS for the port (plaintext
-    when None). ``gate``: token checks and caller identities (serving/security.py); None admits
-    everyone as one anonymous principal. ``replica_id``: prefixes session ids ("ID.") so a proxy
-    can route a session's calls here.
+    Made inside a running event loop (grpc.aio binds to it); the models are loaded and the port
+    bound on creation (``.port``; BundleError if a model cannot be served, RuntimeError if the
+    port cannot be bound). ``models``: what to serve (a ModelSpec), or one loaded Bundle (never
+    swapped). ``credentials``: TLS for the port (plaintext when None). ``gate``: token checks and
+    caller identities (serving/security.py); None admits everyone as one anonymous principal.
+    ``replica_id``: prefixes session ids ("ID.") so a proxy can route a session's calls here.
+    ``poll_interval_s``: how often the repository is looked at for new versions (None: never).
     """
 
     def __init__(
         self,
-        bundle: Bundle,
+        models: ModelSpec | Bundle,
         *,
         host: str = "127.0.0.1",
         port: int = 0,
         session_ttl_s: float = 300.0,
         max_sessions: int = 1024,
+        max_sessions_per_principal: int | None = None,
         batch_delay_s: float = 0.0,
         credentials: grpc.ServerCredentials | None = None,
         gate: Gatekeeper | None = None,
         with_reflection: bool = False,
         replica_id: str | None = None,
+        poll_interval_s: float | None = None,
     ):
-        self.bundle = bundle
         self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire,
-                                  id_prefix=f"{replica_id}." if replica_id else "")
+                                  id_prefix=f"{replica_id}." if replica_id else "",
+                                  per_principal=max_sessions_per_principal)
         self.metrics = Metrics(sessions_live=lambda: len(self.store))
         self.health = HealthService()
         self._reap_every_s = min(1.0, session_ttl_s / 2)
-        self._reaper: asyncio.Task | None = None  # set once started
+        self._poll_interval_s = poll_interval_s
+        self._tasks: list[asyncio.Task] = []  # the reaper and the watch, once started
         self._stops: set[asyncio.Task] = set()
-        self.engine = Engine(bundle, max_delay_s=batch_delay_s, metrics=self.metrics)
+
+        def make_engine(bundle: Bundle, name: str) -> Engine:
+            return Engine(bundle, max_delay_s=batch_delay_s, metrics=self.metrics.model(name))
+
+        if isinstance(models, Bundle):
+            self.models = Repository.of_bundle(models, make_engine, self._on_model,
+                                               metrics=self.metrics)
+        else:
+            self.models = Repository(models.sources, models.pins, make_engine, models.default,
+                                     self._on_model, metrics=self.metrics,
+                                     pin_option=models.pin_option)
+            try:
+                self.models.load_all()
+            except BaseException:
+                self.models.close()
+                raise
         try:
             self.port = self._create(host, port, credentials, gate, with_reflection)
         except BaseException:
-            self.engine.close()
+            self.models.close()
             raise
 
     def _create(self, host: str, port: int, credentials: grpc.ServerCredentials | None,
                 gate: Gatekeeper | None, with_reflection: bool) -> int:
         interceptors = []
-        if gate is not None and gate.tokens is not None:
+        if gate is not None and (gate.tokens is not None or gate.admin is not None):
             interceptors.append(AuthInterceptor(gate, SERVICE_NAME, self._on_refused))
         self._server = grpc.aio.server(interceptors=interceptors, options=_CHANNEL_OPTIONS)
-        self.servicer = PlannerServicer(self.bundle, self.store, self.metrics, self.engine,
-                                        gate.principal if gate is not None else anonymous)
+        self.servicer = PlannerServicer(
+            self.models, self.store, self.metrics,
+            gate.principal if gate is not None else anonymous,
+            may_reload=lambda: gate is not None and gate.admin is not None)
         handlers = planner_handlers(self.servicer)
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),)
@@ -117,13 +150,25 @@ class PlannerServer:
         await self._server.start()
         for service in ("", SERVICE_NAME):  # "" is the server as a whole
             self.health.set(service, SERVING)
-        self._reaper = asyncio.create_task(self.store.reap(self._reap_every_s), name="l3p-reaper")
+        for version in self.models.versions():
+            self._on_model(version, "loaded")
+        self._tasks.append(asyncio.create_task(self.store.reap(self._reap_every_s), name="l3p-reaper"))
+        if self._poll_interval_s is not None:
+            self._tasks.append(asyncio.create_task(self._watch(self._poll_interval_s), name="l3p-watch"))
+
+    async def _watch(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.models.refresh()
+            except Exception as exc:  # a bug must not end the watch: the next poll tries again
+                event(logging.ERROR, "watch_failed", exc, error=repr(exc))
 
     async def stop(self, grace_s: float | None) -> None:
         """Health NOT_SERVING, refuse new calls, give calls in flight grace_s to finish (None:
         cancel them now). A second call with a smaller grace stops sooner (gRPC semantics)."""
-        if self._reaper is not None:
-            self._reaper.cancel()
+        for task in self._tasks:
+            task.cancel()
         await self.health.enter_graceful_shutdown()
         await self._server.stop(grace_s)
 
@@ -137,18 +182,25 @@ class PlannerServer:
         """Returns once the server has stopped (at once if it never started); frees the engine's
         threads."""
         try:
-            if self._reaper is not None:  # grpc's own wait never returns for a server not started
+            if self._tasks:  # grpc's own wait never returns for a server not started
                 await self._server.wait_for_termination()
         finally:
-            if self._reaper is not None:
-                self._reaper.cancel()
-            self.engine.close()
+            for task in self._tasks:
+                task.cancel()
+            self.models.close()
 
     def _on_refused(self, method: str, reason: str) -> None:
         self.metrics.errors.labels(grpc.StatusCode.UNAUTHENTICATED.name).inc()
-        event(logging.INFO, "request_refused", method=method, code="UNAUTHENTICATED", message=reason)
+        limited_event(logging.INFO, "request_refused", method=method, code="UNAUTHENTICATED",
+                      message=reason)
+
+    def _on_model(self, version: ModelVersion, what: str) -> None:
+        """Health per model, ``l3p.v1.Planner/NAME``: SERVING once a version of it is loaded."""
+        if what == "loaded":
+            self.health.set(f"{SERVICE_NAME}/{version.name}", SERVING)
 
     def _on_expire(self, session: Session) -> None:
+        self.models.release(session.model)
         self.metrics.sessions_expired.inc()
         event(logging.INFO, "session_expired", session=session.id,
               steps=session.planner.step_count, ttl_s=self.store.ttl_s)
@@ -163,34 +215,38 @@ def onnxruntime_threads(bundle: Bundle) -> dict[str, int]:
     }
 
 
-def serve(args: argparse.Namespace, bundle: Bundle, security: Security, blas: dict[str, int],
+def serve(args: argparse.Namespace, models: ModelSpec, security: Security, blas: dict[str, int],
           on_ready: Callable[[int], None], **log_fields) -> int:
     """Runs one server process until SIGTERM/SIGINT; calls on_ready(port) once it serves. 0 after
-    a shutdown; ServeError if it cannot start (a busy port)."""
-    return asyncio.run(_serve(args, bundle, security, blas, on_ready, log_fields))
+    a shutdown; ServeError if it cannot start (a busy port), BundleError if a model cannot load."""
+    return asyncio.run(_serve(args, models, security, blas, on_ready, log_fields))
 
 
-async def _serve(args: argparse.Namespace, bundle: Bundle, security: Security, blas: dict[str, int],
-                 on_ready: Callable[[int], None], log_fields: dict) -> int:
-    event(logging.INFO, "thread_pools", blas_threads=blas, **onnxruntime_threads(bundle))
+async def _serve(args: argparse.Namespace, models: ModelSpec, security: Security,
+                 blas: dict[str, int], on_ready: Callable[[int], None], log_fields: dict) -> int:
     try:
         server = PlannerServer(
-            bundle,
+            models,
             host=args.host,
             port=args.port,
             session_ttl_s=args.session_ttl,
             max_sessions=args.max_sessions,
+            max_sessions_per_principal=max_per_principal(args),
             batch_delay_s=args.batch_delay_us * 1e-6,
             credentials=security.credentials,
             gate=security.gate,
             with_reflection=args.reflection,
             replica_id=args.replica_id,
+            poll_interval_s=args.poll_interval or None,
         )
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
         raise ServeError(str(exc)) from None
+    first = server.models.versions()[0].bundle
+    event(logging.INFO, "thread_pools", blas_threads=blas, **onnxruntime_threads(first))
     if args.metrics_port:
         try:
-            server.metrics.serve_http(args.metrics_port, args.host)
+            server.metrics.serve_http(args.metrics_port, args.metrics_host, security.metrics_tls,
+                                      security.metrics_tokens)
         except OSError as exc:
             await server.stop(None)
             await server.wait_for_termination()
@@ -212,16 +268,24 @@ async def _serve(args: argparse.Namespace, bundle: Bundle, security: Security, b
     await server.start()
     if args.exit_with_parent is not None:
         exit_with_parent(args.exit_with_parent)
-    if security.credentials is None and not is_loopback(args.host):
-        event(logging.WARNING, "insecure", host=args.host,
-              message="plaintext on a non-loopback address (--insecure): tokens and "
-                      "observations cross the network unencrypted")
-    event(logging.INFO, "serving", host=args.host, port=server.port, env_id=bundle.env_id,
-          bundle=str(args.bundle), bundle_sha256=bundle.sha256, n_landmarks=bundle.n_landmarks,
-          metrics_port=args.metrics_port or None, session_ttl_s=args.session_ttl,
-          max_sessions=args.max_sessions, batch_delay_us=args.batch_delay_us,
-          max_message_bytes=MAX_MESSAGE_BYTES, tls=security.credentials is not None,
-          mutual_tls=args.tls_client_ca is not None, tokens=args.auth_token_file is not None,
+    for host, what in ((args.host, "gRPC"), (args.metrics_host if args.metrics_port else None, "/metrics")):
+        if host is not None and security.credentials is None and not is_loopback(host):
+            event(logging.WARNING, "insecure", host=host,
+                  message=f"{what} in plaintext on a non-loopback address (--insecure): tokens "
+                          "and data cross the network unencrypted")
+    statuses = server.models.statuses()
+    event(logging.INFO, "serving", host=args.host, port=server.port,
+          models={s.info.model: {"version": s.info.version, "env_id": s.info.env_id,
+                                 "bundle_sha256": s.info.bundle_sha256,
+                                 "memory_bytes": s.info.memory_bytes} for s in statuses.models},
+          default_model=statuses.default_model, poll_interval_s=args.poll_interval or None,
+          metrics_port=args.metrics_port or None, metrics_host=args.metrics_host,
+          metrics_token=security.metrics_tokens is not None, session_ttl_s=args.session_ttl,
+          max_sessions=args.max_sessions,
+          max_sessions_per_principal=server.store.per_principal,
+          batch_delay_us=args.batch_delay_us, max_message_bytes=MAX_MESSAGE_BYTES,
+          tls=security.credentials is not None, mutual_tls=args.tls_client_ca is not None,
+          tokens=args.auth_token_file is not None, admin=args.admin_token_file is not None,
           reflection=args.reflection, replica_id=args.replica_id, **log_fields)
     on_ready(server.port)
     await server.wait_for_termination()
@@ -232,3 +296,14 @@ async def _serve(args: argparse.Namespace, bundle: Bundle, security: Security, b
         await asyncio.wait(others, timeout=1.0)
     event(logging.INFO, "stopped", live_sessions=len(server.store))
     return 0
+
+
+def max_per_principal(args: argparse.Namespace) -> int | None:
+    """--max-sessions-per-principal; by default, when callers authenticate (tokens or client
+    certificates), a quarter of --max-sessions, so no one caller can take every session; without
+    authentication every caller is one principal and only --max-sessions applies."""
+    if args.max_sessions_per_principal is not None:
+        return args.max_sessions_per_principal
+    if args.auth_token_file is None and args.tls_client_ca is None:
+        return None
+    return max(1, args.max_sessions // DEFAULT_PRINCIPAL_SHARE)

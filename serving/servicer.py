@@ -1,7 +1,9 @@
 """The Planner service's handlers: requests in, the error model's status codes out.
 
 Every episode is a session holding its own `EpisodePlanner` (core/episode.py) behind its own
-lock; the CPU work (onnxruntime, graph solves) runs in the engine, off the event loop. Request
+lock, and the model version it started on (serving/repository.py): its steps run on that
+version's engine, whatever version is current by then. The CPU work (onnxruntime, graph solves)
+runs in the engine, off the event loop. Request
 bodies are parsed by deserializers that never raise (`Malformed`), so a bad body is answered
 INVALID_ARGUMENT like any other bad request.
 """
@@ -20,12 +22,17 @@ from google.protobuf.message import DecodeError
 
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
-from l3p.serving.bundle import Bundle
-from l3p.serving.engine import Engine
-from l3p.serving.errors import DeadlineError, InvalidRequestError, StreamOrderError, status_of
-from l3p.serving.logs import event
-from l3p.serving.mapping import act_response, episode_config, model_info, start_response
+from l3p.serving.errors import (
+    AdminOnlyError,
+    DeadlineError,
+    InvalidRequestError,
+    StreamOrderError,
+    status_of,
+)
+from l3p.serving.logs import event, limited_event
+from l3p.serving.mapping import act_response, episode_config, start_response
 from l3p.serving.metrics import Metrics
+from l3p.serving.repository import ModelVersion, Repository
 from l3p.serving.sessions import Owner, Session, SessionStore
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Planner"].full_name  # "l3p.v1.Planner"
@@ -84,18 +91,32 @@ def anonymous(context: grpc.aio.ServicerContext) -> str:
 
 
 class PlannerServicer(pb_grpc.PlannerServicer):
-    def __init__(self, bundle: Bundle, store: SessionStore, metrics: Metrics, engine: Engine,
-                 principal: Principal = anonymous):
-        self._bundle = bundle
+    def __init__(self, models: Repository, store: SessionStore, metrics: Metrics,
+                 principal: Principal = anonymous, may_reload: Callable[[], bool] = lambda: False):
+        self._models = models
         self._principal = principal  # who is calling: the owner of the sessions it opens
         self._store = store
         self._metrics = metrics
-        self._engine = engine
-        self._model_info = model_info(bundle)
+        self._may_reload = may_reload  # admin tokens are configured (the interceptor checks them)
 
     @_answers_errors
     async def GetModelInfo(self, request, context):
-        return self._model_info
+        return self._models.get(request.model).info
+
+    @_answers_errors
+    async def ListModels(self, request, context):
+        return self._models.statuses()
+
+    @_answers_errors
+    async def ReloadModels(self, request, context):
+        if not self._may_reload():
+            raise AdminOnlyError(
+                "ReloadModels is off on this server: start it with --admin-token-file and call "
+                "with an admin token (the repository watch, --poll-interval, swaps without it)")
+        loads = await self._models.refresh()
+        event(logging.INFO, "models_reloaded", caller=self._principal(context),
+              loads=[(load.model, load.version, load.loaded) for load in loads])
+        return pb.ReloadModelsResponse(loads=loads)
 
     @_answers_errors
     async def StartEpisode(self, request, context):
@@ -123,6 +144,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         async with session.lock:  # a step still in flight is counted
             planner = session.planner
             steps, replans = planner.step_count, planner.replans
+        self._models.release(session.model)  # after its last step: its version may be unloaded
         event(logging.INFO, "session_ended", session=session.id, steps=steps, replans=replans,
               reason="end_episode")
         return pb.EndEpisodeResponse(steps=steps, replans=replans)
@@ -168,45 +190,57 @@ class PlannerServicer(pb_grpc.PlannerServicer):
 
     async def _start(self, request: pb.StartEpisodeRequest,
                      owner: Owner) -> tuple[Session, pb.StartEpisodeResponse]:
-        bundle = self._bundle
-        goal = self._vector(request.goal, "goal", bundle.goal_dim, "goal_dim")
+        model = self._models.get(request.model)
+        bundle = model.bundle
+        goal = self._vector(request.goal, "goal", bundle.goal_dim, "goal_dim", bundle.env_id)
         config, seed = episode_config(request.options, bundle.planner_defaults)
-        self._store.check_capacity()  # before the graph solve, the costly part of a start
-        planner = await self._engine.start_episode(goal, config, seed)
-        session = self._store.add(planner, owner)
-        self._metrics.sessions_started.inc()
+        self._store.check_capacity(owner.principal)  # before the graph solve, a start's costly part
+        self._models.hold(model)  # no await since get(): still current; a swap cannot unload it
+        try:
+            planner = await model.engine.start_episode(goal, config, seed)
+            session = self._store.add(planner, owner, model)
+        except BaseException:
+            self._models.release(model)
+            raise
+        self._metrics.model(model.name).sessions_started.inc()
         event(logging.INFO, "session_started", session=session.id, owner=owner.principal,
-              stream=owner.stream is not None, mode=config.mode,
-              search=config.search, seed=seed, live=len(self._store))
-        return session, start_response(session.id, bundle.n_landmarks, planner.landmark_to_goal)
+              stream=owner.stream is not None, model=model.name, version=model.version,
+              mode=config.mode, search=config.search, seed=seed, live=len(self._store))
+        response = start_response(session.id, bundle.n_landmarks, planner.landmark_to_goal)
+        response.model, response.version = model.name, model.version
+        return session, response
 
     async def _act(self, session: Session, observation) -> pb.ActResponse:
         started = time.perf_counter()
-        obs = self._vector(observation, "observation", self._bundle.obs_dim, "obs_dim")
+        model: ModelVersion = session.model
+        bundle = model.bundle
+        obs = self._vector(observation, "observation", bundle.obs_dim, "obs_dim", bundle.env_id)
         async with session.lock:
             planner = session.planner
             step = planner.step_count
             need = planner.prepare(obs)
-            result = planner.complete(await self._engine.infer(need))
-        response = act_response(result, step, self._bundle)
-        self._metrics.steps.inc()
+            result = planner.complete(await model.engine.infer(need))
+        response = act_response(result, step, bundle)
+        metrics = self._metrics.model(model.name)
+        metrics.steps.inc()
         if result.replanned:
-            self._metrics.replans.inc()
-        self._metrics.step_latency[result.replanned].observe(time.perf_counter() - started)
+            metrics.replans.inc()
+        metrics.step_latency[result.replanned].observe(time.perf_counter() - started)
         return response
 
     def _discard(self, session_id: str, reason: str) -> None:
         session = self._store.discard(session_id)
         if session is not None:  # else EndEpisode or the TTL removed it first
+            self._models.release(session.model)
             event(logging.INFO, "session_ended", session=session.id,
                   steps=session.planner.step_count, replans=session.planner.replans,
                   reason=reason)
 
-    def _vector(self, values, field: str, dim: int, dim_name: str) -> np.ndarray:
+    @staticmethod
+    def _vector(values, field: str, dim: int, dim_name: str, env_id: str) -> np.ndarray:
         if len(values) != dim:
             raise InvalidRequestError(
-                f"{field} has {len(values)} values, expected {dim} "
-                f"({dim_name} of {self._bundle.env_id})"
+                f"{field} has {len(values)} values, expected {dim} ({dim_name} of {env_id})"
             )
         vector = np.fromiter(values, np.float32, dim)
         if not np.isfinite(vector).all():
@@ -224,7 +258,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
             code, message = grpc.StatusCode.INTERNAL, f"internal error in {method}; see server log"
         else:
             message = str(exc)
-            event(logging.INFO, "request_error", method=method, code=code.name, message=message)
+            limited_event(logging.INFO, "request_error", method=method, code=code.name, message=message)
         self._metrics.errors.labels(code.name).inc()
         try:
             await context.abort(code, message)
@@ -240,6 +274,8 @@ def planner_handlers(servicer: PlannerServicer) -> dict[str, grpc.RpcMethodHandl
     """The Planner service's method handlers, with request parsers that never raise (Malformed)."""
     unary = {
         "GetModelInfo": (pb.GetModelInfoRequest, pb.ModelInfo),
+        "ListModels": (pb.ListModelsRequest, pb.ListModelsResponse),
+        "ReloadModels": (pb.ReloadModelsRequest, pb.ReloadModelsResponse),
         "StartEpisode": (pb.StartEpisodeRequest, pb.StartEpisodeResponse),
         "Act": (pb.ActRequest, pb.ActResponse),
         "EndEpisode": (pb.EndEpisodeRequest, pb.EndEpisodeResponse),

@@ -8,8 +8,9 @@ import os
 import signal
 import sys
 
+from l3p.core.bundle_format import BundleError, read_manifest
 from l3p.core.errors import L3PError
-from l3p.serving.bundle import Bundle, BundleError, load_bundle
+from l3p.serving.repository import ModelSpec, check_models
 from l3p.serving.security import Security, security_from_args
 from l3p.serving.threads import limit_blas_threads
 
@@ -25,22 +26,35 @@ def report(exc: L3PError) -> int:
     return exc.exit_code
 
 
-def check_pin(bundle: Bundle, expected: str | None) -> None:
-    if expected is not None and bundle.sha256 != expected.lower():
-        raise BundleError(
-            f"bundle {bundle.path} has digest {bundle.sha256}, not the pinned --bundle-sha256 "
-            f"{expected}; refusing to serve it")
+def model_spec(args: argparse.Namespace) -> ModelSpec:
+    """What to serve, from --models/--bundle and the pins; BundleError for what can be told
+    without loading a graph (no models, a bad manifest, a pin that cannot match)."""
+    if args.bundle_sha256 is not None and args.bundle is None:
+        raise BundleError("--bundle-sha256 goes with --bundle; with --models pin each model with "
+                          "--model-sha256 NAME=HEX")
+    pins: dict[str, frozenset[str]] = {}
+    for name, digest in args.model_sha256:
+        pins[name] = pins.get(name, frozenset()) | {digest}
+    if args.bundle is not None:
+        if args.bundle_sha256 is not None:
+            pins[ModelSpec.bundle_name(args.bundle)] = frozenset({args.bundle_sha256})
+        spec = ModelSpec(bundle=args.bundle, pins=pins, default=args.default_model)
+    else:
+        spec = ModelSpec(root=args.models, pins=pins, default=args.default_model)
+    found = spec.sources()  # fail fast, before a process is spawned or a graph loaded
+    check_models(found, spec.pins, spec.default)
+    for candidate in found.values():
+        read_manifest(candidate.path)
+    return spec
 
 
-def prepare(args: argparse.Namespace) -> tuple[Bundle, Security, dict[str, int]]:
-    """The checked bundle, the security settings and the BLAS pool sizes, or BundleError /
+def prepare(args: argparse.Namespace) -> tuple[ModelSpec, Security, dict[str, int]]:
+    """What to serve, the security settings and the BLAS pool sizes, or BundleError /
     SecurityConfigError. Caps BLAS at one thread first: the server owns its CPU, whatever
     environment it was started from."""
     blas = limit_blas_threads(1)
     security = security_from_args(args)
-    bundle = load_bundle(args.bundle)
-    check_pin(bundle, args.bundle_sha256)
-    return bundle, security, blas
+    return model_spec(args), security, blas
 
 
 def exit_with_parent(pid: int) -> None:

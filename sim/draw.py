@@ -109,25 +109,49 @@ def plot_maze_episode(path: str | Path, layout: np.ndarray, scaling: float, *dra
     return path
 
 
+def goal_space_obstacles(env_id: str) -> np.ndarray:
+    """The obstacles an env declares for pictures (``l3p_obstacles``: axis-aligned boxes [k, 2 (low,
+    high), goal_dim] in goal coordinates, e.g. the Fetch box's walls); none if it declares none."""
+    env = make_env(env_id)
+    try:
+        return np.asarray(getattr(env.unwrapped, "l3p_obstacles", np.zeros((0, 2, 0))), dtype=np.float64)
+    finally:
+        env.close()
+
+
 def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: str, env_id: str = "",
                    value_fn=None, d_max: float = 0.0, adaptive_cut: bool = True) -> None:
     """Landmarks over a sample of achieved goals. Mazes: over the maze's walls, with the graph's
     landmark edges (V <= d_max, given ``value_fn``); otherwise in the goal space's first two (and,
-    if 3-d, x-z) axes."""
+    if 3-d, x-z) axes, over the obstacles the env declares (``goal_space_obstacles``)."""
+    n = len(landmarks)
+    edges = (pairwise_graph(landmarks, landmarks[0], value_fn, d_max, adaptive_cut)[:n, :n]
+             if value_fn is not None and n else np.full((n, n), np.inf))
     if mazes.is_maze(env_id):
         env = make_env(env_id)
         layout, scaling = mazes.maze_map(env), mazes.maze_scaling(env)
         env.close()
-        n = len(landmarks)
-        edges = (pairwise_graph(landmarks, landmarks[0], value_fn, d_max, adaptive_cut)[:n, :n]
-                 if value_fn is not None else np.full((n, n), np.inf))
         plot_maze_episode(path, layout, scaling, landmarks, edges, None, None, None, None, goals, title=title)
         return
     plt = _pyplot()
+    from matplotlib.collections import LineCollection
+    from matplotlib.patches import Rectangle
+
+    ii, jj = np.nonzero(np.isfinite(edges) & ~np.eye(n, dtype=bool))
+    pairs = sorted({tuple(sorted(p)) for p in zip(ii.tolist(), jj.tolist())})
+
+    obstacles = goal_space_obstacles(env_id) if env_id else np.zeros((0, 2, 0))
     views = [(0, 1)] + ([(0, 2)] if goals.shape[1] > 2 else [])
     fig, axes = plt.subplots(1, len(views), figsize=(5 * len(views), 4), dpi=100, squeeze=False)
     for ax, (i, j) in zip(axes[0], views):
-        ax.scatter(goals[:, i], goals[:, j], s=3, c="0.75", label="achieved goals (replay)")
+        for k, (low, high) in enumerate(obstacles):
+            ax.add_patch(Rectangle((low[i], low[j]), high[i] - low[i], high[j] - low[j], facecolor="tab:brown",
+                                   edgecolor="saddlebrown", alpha=0.45, zorder=0, label=None if k else "obstacles"))
+        if len(goals):
+            ax.scatter(goals[:, i], goals[:, j], s=3, c="0.75", label="achieved goals (replay)")
+        if pairs:  # the graph's landmark edges, both directions drawn once
+            ax.add_collection(LineCollection([landmarks[[a, b]][:, [i, j]] for a, b in pairs], colors="tab:blue",
+                                             linewidths=0.5, alpha=0.3, label=f"graph edges ({len(pairs)})"))
         ax.scatter(landmarks[:, i], landmarks[:, j], s=30, c="tab:red", marker="*", label="landmarks")
         ax.set_xlabel("xyz"[i] if goals.shape[1] == 3 else f"g[{i}]")
         ax.set_ylabel("xyz"[j] if goals.shape[1] == 3 else f"g[{j}]")

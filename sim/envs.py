@@ -22,13 +22,17 @@ How L3P reads an env is declared per env class, never guessed from its name (``G
   torso's x, y) declares ``prepend_achieved_goal``, and ``make_env`` puts ``achieved_goal`` in
   front of ``observation``: a goal-conditioned policy cannot head for a goal it cannot locate.
   Served bundles then take that longer observation (a robot sends its position first).
+- evaluation: a task whose test protocol differs from its training distribution (Place-Inside-Box
+  trains on mixed goals, is evaluated on the in-box goal alone) names its test env id in
+  ``eval_env_id``; the trainer's evaluation, ``l3p eval`` and ``l3p run`` use it (``evaluation_env_id``).
 A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset`` /
-``l3p_prepend_achieved_goal`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
-anything else gets the default. ``make_env`` probes ``compute_reward`` at the goal and far from
+``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
+anything else gets the default; a class's own attributes win over what it inherits, field by field. ``make_env`` probes ``compute_reward`` at the goal and far from
 it and refuses an env whose offset reward is not 0 / -1 there, saying what to declare.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import os
@@ -58,6 +62,7 @@ class GoalEnvAdapter:
     success_key: str = "is_success"
     reward_offset: float = 0.0
     prepend_achieved_goal: bool = False
+    eval_env_id: str | None = None  # the env evaluation runs on; None = the same env
 
     def success(self, info: Mapping[str, Any]) -> bool:
         try:
@@ -81,17 +86,14 @@ ADAPTERS: dict[str, GoalEnvAdapter] = {
 
 
 def goal_adapter(env: gym.Env) -> GoalEnvAdapter:
-    """The env's declared adapter: its own class attributes, else ``ADAPTERS``, else the default."""
+    """The env's declared adapter: ``ADAPTERS`` along its class hierarchy (else the default), with
+    any field the class declares itself (``l3p_<field>``) taking precedence."""
     cls = type(env.unwrapped)
-    if any(hasattr(cls, f"l3p_{name}") for name in ("success_key", "reward_offset", "prepend_achieved_goal")):
-        return GoalEnvAdapter(str(getattr(cls, "l3p_success_key", "is_success")),
-                              float(getattr(cls, "l3p_reward_offset", 0.0)),
-                              bool(getattr(cls, "l3p_prepend_achieved_goal", False)))
-    for base in cls.__mro__:
-        adapter = ADAPTERS.get(f"{base.__module__}:{base.__qualname__}")
-        if adapter is not None:
-            return adapter
-    return GoalEnvAdapter()
+    adapter = next((ADAPTERS[key] for key in (f"{base.__module__}:{base.__qualname__}" for base in cls.__mro__)
+                    if key in ADAPTERS), GoalEnvAdapter())
+    own = {f.name: getattr(cls, f"l3p_{f.name}") for f in dataclasses.fields(GoalEnvAdapter)
+           if hasattr(cls, f"l3p_{f.name}")}
+    return dataclasses.replace(adapter, **own) if own else adapter
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,8 @@ class EnvSpec:
 
 @functools.cache
 def _register_known_envs() -> None:
-    """gymnasium-robotics' envs, registered once on first use (importing it registers them)."""
+    """gymnasium-robotics' envs and our scenes built on them (l3p.sim.box), registered once on first
+    use (importing each registers its envs)."""
     import farama_notifications
 
     # gymnasium-robotics prints a notice about Adroit envs (unrelated to ours) on import.
@@ -122,6 +125,7 @@ def _register_known_envs() -> None:
     except ImportError:  # a user's own env needs no gymnasium-robotics
         return
     gym.register_envs(gymnasium_robotics)
+    importlib.import_module("l3p.sim.box")
 
 
 def _target(env_id: str, max_episode_steps: int | None) -> str | gym.envs.registration.EnvSpec:
@@ -186,15 +190,14 @@ class AchievedGoalFirst(gym.ObservationWrapper):
     def __init__(self, env: gym.Env):
         super().__init__(env)
         obs, goal = env.observation_space["observation"], env.observation_space["achieved_goal"]
-        self.observation_space = spaces.Dict({
-            **env.observation_space.spaces,
-            "observation": spaces.Box(np.concatenate([goal.low, obs.low]), np.concatenate([goal.high, obs.high]),
-                                      dtype=obs.dtype),
-        })
+        self._dtype = np.result_type(goal.dtype, obs.dtype)
+        low, high = (np.concatenate([g, o]).astype(self._dtype) for g, o in ((goal.low, obs.low), (goal.high, obs.high)))
+        self.observation_space = spaces.Dict({**env.observation_space.spaces,
+                                              "observation": spaces.Box(low, high, dtype=self._dtype)})
 
     def observation(self, observation: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        first = np.concatenate([observation["achieved_goal"], observation["observation"]])
-        return {**observation, "observation": first.astype(observation["observation"].dtype, copy=False)}
+        first = np.concatenate([observation["achieved_goal"], observation["observation"]]).astype(self._dtype, copy=False)
+        return {**observation, "observation": first}
 
 
 def _check_goal_env(env: gym.Env, env_id: str) -> None:
@@ -243,6 +246,15 @@ def _check_reward(env: gym.Env, env_id: str) -> None:
         raise UnknownEnvError(f"{env_id!r}: compute_reward + offset {adapter.reward_offset:g} is {reward.tolist()} "
                               f"at the goal and far from it; L3P needs [0.0, -1.0] (sparse reward; for a 1/0 "
                               f"reward declare the class attribute l3p_reward_offset = -1.0)")
+
+
+def evaluation_env_id(env_id: str) -> str:
+    """The env id that evaluates a model trained on ``env_id``: its declared ``eval_env_id``, else itself."""
+    env = make_env(env_id)
+    try:
+        return goal_adapter(env).eval_env_id or env_id
+    finally:
+        close_env(env)
 
 
 def env_spec(env: gym.Env) -> EnvSpec:

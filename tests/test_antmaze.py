@@ -71,7 +71,7 @@ def test_reset_pins_the_ant_and_the_goal_in_their_cells(umaze, pair):
 
 def test_max_steps_sets_the_episode_length():
     args = add_run_arguments(argparse.ArgumentParser()).parse_args([])
-    assert (args.max_steps, args.min_cells) == (None, mazes.MIN_FAR_CELLS)
+    assert (args.pairs, args.max_steps, args.min_cells) == (None, None, None)  # the model's own protocol
     for max_steps, expected in ((None, 700), (500, 500)):
         env = open_env(UMAZE, max_steps=max_steps)
         try:
@@ -84,6 +84,21 @@ def test_max_steps_sets_the_episode_length():
             assert (steps, truncated, terminated) == (expected, True, False)
         finally:
             close_env(env)
+
+
+def test_the_models_own_evaluation_protocol_is_the_default():
+    from l3p.clients.runner import EpisodeProtocol, episode_protocol
+
+    unset = argparse.Namespace(pairs=None, min_cells=None, max_steps=None)
+    trained = {"success": {"eval_pairs": "far", "eval_min_cells": 6, "eval_max_steps": 500}}
+    assert episode_protocol(unset, trained, UMAZE) == EpisodeProtocol("far", 6, 500)
+    told = argparse.Namespace(pairs="far", min_cells=5, max_steps=700)
+    assert episode_protocol(told, trained, UMAZE) == EpisodeProtocol("far", 5, 700)
+    # Random draws ignore the far pairs' length; a non-maze env or no provenance: the defaults.
+    random = argparse.Namespace(pairs="random", min_cells=None, max_steps=None)
+    assert episode_protocol(random, trained, UMAZE) == EpisodeProtocol("random", mazes.MIN_FAR_CELLS, None)
+    assert episode_protocol(unset, trained, "FetchPush-v4") == EpisodeProtocol("random", mazes.MIN_FAR_CELLS, None)
+    assert episode_protocol(unset, {}, UMAZE) == EpisodeProtocol("random", mazes.MIN_FAR_CELLS, None)
 
 
 def test_success_is_the_ant_envs_own_flag_read_through_the_adapter(umaze):
@@ -128,7 +143,8 @@ def test_presets_train_short_and_evaluate_the_papers_way():
     assert (u.max_episode_steps, u.eval_max_steps, u.eval_pairs, u.eval_min_cells) == (200, 500, "far", 6)
     assert (m.max_episode_steps, m.eval_max_steps, m.eval_pairs, m.eval_min_cells) == (200, None, "far", 8)
     assert u.grad_norm_clip == m.grad_norm_clip == 15.0
-    assert (u.gamma, u.clip_return, u.future_step, u.batch_size, u.action_l2) == (0.98, 100.0, 100, 1000, 0.05)
+    assert (u.gamma, u.clip_return, u.future_step, u.action_l2) == (0.98, 100.0, 100, 0.05)
+    assert u.updates_per_cycle / (u.n_envs * u.max_episode_steps) == 0.5  # the authors' one update per 2 env steps
 
 
 # --------------------------------------------------------------------------- train, serve, run
@@ -172,7 +188,7 @@ def test_a_short_antmaze_run_exports_a_bundle_the_server_loads(ant_bundle):
     assert len(rows) == 3 and "success_l3p" in rows[0]  # evaluated at cycles 2 and 4, the planner too
     with serve(ant_bundle / "bundle") as port, PlannerClient(f"127.0.0.1:{port}") as client:
         info = client.model_info()
-    assert (info.env_id, info.obs_dim, info.goal_dim, info.action_dim, info.n_landmarks) == (UMAZE, 105, 2, 8, 6)
+    assert (info.env_id, info.obs_dim, info.goal_dim, info.action_dim, info.n_landmarks) == (UMAZE, 107, 2, 8, 6)
 
 
 def test_the_ant_runner_drives_end_to_end_pairs_over_a_real_server(ant_bundle, tmp_path):
@@ -181,7 +197,8 @@ def test_the_ant_runner_drives_end_to_end_pairs_over_a_real_server(ant_bundle, t
     with serve(ant_bundle / "bundle") as port:
         server = f"127.0.0.1:{port}"
         out = tmp_path / "eval.json"
-        r = l3p("eval", "--server", server, "--pairs", "far", "--min-cells", "6", "--max-steps", "50",
+        # The model's own protocol (far pairs >= 6 cells) unless told otherwise: here 50 steps.
+        r = l3p("eval", "--server", server, "--max-steps", "50",
                 "--episodes", "2", "--modes", "policy", "--no-progress", "--out", str(out), cwd=tmp_path)
         assert r.returncode == 0, r.stderr[-2000:]
         report = json.loads(out.read_text())
@@ -193,13 +210,12 @@ def test_the_ant_runner_drives_end_to_end_pairs_over_a_real_server(ant_bundle, t
         r = l3p("run", "--server", server, "--pairs", "far", "--min-cells", "6", "--episodes", "1",
                 "--max-steps", "0", cwd=tmp_path)
         assert r.returncode == 2 and "--max-steps" in r.stderr
-        r = l3p("run", "--server", server, "--pairs", "far", "--episodes", "1", cwd=tmp_path)
+        r = l3p("run", "--server", server, "--min-cells", "10", "--episodes", "1", cwd=tmp_path)
         assert r.returncode == 2 and "no cell pairs are >= 10 cells apart" in r.stderr and "lower --min-cells" in r.stderr
 
         why_not = rendering_unavailable(UMAZE)
         video = tmp_path / "ant.mp4"
-        argv = ["run", "--server", server, "--pairs", "far", "--min-cells", "6", "--max-steps", "500",
-                "--episodes", "2", "--seed", "7"]
+        argv = ["run", "--server", server, "--episodes", "2", "--seed", "7"]  # the paper's 500-step test
         r = l3p(*argv, *([] if why_not else ["--video", str(video), "--video-size", "96"]), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = [line for line in r.stdout.splitlines() if line.startswith("episode")]

@@ -23,9 +23,23 @@ def benchmark(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-@pytest.mark.parametrize("name", ["serve_latency", "start_bursts", "train_throughput", "time_to_success"])
+@pytest.mark.parametrize("name", ["serve_latency", "start_bursts", "train_throughput", "time_to_success", "swap",
+                                  "landmark_reach"])
 def test_each_benchmark_runs_as_a_script_from_anywhere(name, tmp_path):
     assert benchmark(name, "--help", cwd=tmp_path).stdout.startswith("usage: ")
+
+
+def test_swap_under_32_sessions_loses_nothing(tmp_path):
+    """A short run of the hot swap benchmark: every episode completes, on its own version's actions."""
+    out = tmp_path / "swap.json"
+    printed = benchmark("swap", "--episodes", "2", "--steps", "10", "--rounds", "1", "--out", str(out),
+                        cwd=tmp_path).stdout
+    result = json.loads(out.read_text())
+    assert result["reload"]["loads"] == [["arm", "2", True, ""]]
+    assert (result["failed_calls"], result["lost_episodes"], result["episodes_not_matching_their_version"]) == (0, 0, 0)
+    assert result["episodes_started_on_v1"] + result["episodes_started_on_v2"] == 32  # the 16 "arm" sessions x 2
+    assert result["episodes_started_on_v2"] > 0 and result["step_during_swap"]["n"] > 0
+    assert "target: 0 failed, 0 lost, 0 mismatched: met" in printed
 
 
 def test_time_to_success_quick(tmp_path):

@@ -341,9 +341,12 @@ def test_episode_options_carry_every_per_episode_option():
     valid = {"d_max": 12.5, "temperature": 0.7, "search": "hard", "local_horizon": 3.0,
              "sample_subgoal": True, "prune_failed": True}
     assert set(valid) == set(EPISODE_OPTIONS)
-    opts = episode_options("policy", seed=5, **valid)
+    opts = episode_options("l3p", seed=5, **valid)
     assert all(opts.HasField(f.name) for f in pb.EpisodeOptions.DESCRIPTOR.fields if f.has_presence)
-    assert (opts.mode, opts.search, opts.seed) == (pb.PLANNER_MODE_POLICY, pb.SEARCH_KIND_HARD, 5)
+    assert (opts.mode, opts.search, opts.seed) == (pb.PLANNER_MODE_L3P, pb.SEARCH_KIND_HARD, 5)
+    for mode in ("naive", "policy"):  # checked here as the server would: it does nothing there
+        with pytest.raises(ValueError, match=f"prune_failed applies to mode l3p only, not {mode}"):
+            episode_options(mode, prune_failed=True)
     assert [getattr(opts, k) for k in ("d_max", "temperature", "local_horizon", "sample_subgoal",
                                        "prune_failed")] == [12.5, pytest.approx(0.7), 3.0, True, True]
 

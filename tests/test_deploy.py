@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import threading
 import urllib.request
 from concurrent import futures
@@ -31,8 +32,14 @@ from test_server_e2e import actions, advance, explore, free_port, initial, run_s
 TIMEOUT = 20
 
 
-def metric(port: int, name: str) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=TIMEOUT).read().decode()
+def metric(port: int, name: str, ca: Path | None = None) -> float:
+    """A sample of /metrics; over TLS trusting ``ca`` for a server with a certificate."""
+    if ca is None:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=TIMEOUT).read().decode()
+    else:
+        context = ssl.create_default_context(cafile=str(ca))
+        text = urllib.request.urlopen(f"https://localhost:{port}/metrics", timeout=TIMEOUT,
+                                      context=context).read().decode()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == name:
@@ -213,6 +220,7 @@ def deployment(tmp_path, untrained_bundle, tls_dir, token_file):
 def test_replicas_behind_nginx_survive_a_kill_and_a_rolling_update(deployment, untrained_bundle, token_file, tmp_path):
     tokens = token_file[1]
     replicas, metrics = deployment["replicas"], deployment["metrics"]
+    ca = deployment["certs"] / "ca.crt"  # the replicas serve /metrics over TLS too
     target = f"localhost:{deployment['proxy'].port}"
     robots = [Robot(i, target, deployment["certs"], tokens["robot-a" if i % 2 else "robot-b"])
               for i in range(ROBOTS)]
@@ -257,8 +265,8 @@ def test_replicas_behind_nginx_survive_a_kill_and_a_rolling_update(deployment, u
         assert second.resumes == 0
     # The survivor answered each observation it got exactly once, and holds no leftover session.
     served_by_r2 = sum(s.startswith("r2.") for robot in robots for e in robot.episodes for s, _, _ in e.served)
-    assert metric(metrics[1], "l3p_steps_total") == served_by_r2
-    assert metric(metrics[1], "l3p_sessions_live") == 0
+    assert metric(metrics[1], "l3p_steps_total", ca) == served_by_r2
+    assert metric(metrics[1], "l3p_sessions_live", ca) == 0
     phase1 = [e for robot in robots for e in robot.episodes]
     print(f"\nfailover: {len(phase1)} episodes, {sum(e.resumes for e in phase1)} resumes "
           f"({len(on_r1)} robots on the killed replica), lost steps "
@@ -286,7 +294,7 @@ def test_replicas_behind_nginx_survive_a_kill_and_a_rolling_update(deployment, u
                 assert replicas[1].proc.wait(timeout=30) == 0
             replicas[i] = deployment["replica"](i, other)
             replicas[i].wait_ready()
-            wait_until(lambda: metric(metrics[i], "l3p_steps_total") >= 100,
+            wait_until(lambda: metric(metrics[i], "l3p_steps_total", ca) >= 100,
                        f"replica r{i + 1} on the new bundle to serve robots")
         stop.set()
         for result in running:

@@ -91,6 +91,17 @@ class StandardReach(gym.Env):
         return obs, reward, False, False, {"is_success": reward == 0.0}
 
 
+class VelocityOnly(StandardReach):
+    """Observes only its velocity, so it asks for its position (the achieved goal) in front."""
+
+    l3p_prepend_achieved_goal = True
+    observation_space = spaces.Dict({"observation": spaces.Box(-1.0, 1.0, (1,)), "achieved_goal": StandardReach.box,
+                                     "desired_goal": StandardReach.box})
+
+    def _obs(self):
+        return {**super()._obs(), "observation": np.array([0.25], np.float32)}
+
+
 class NotGoalConditioned(gym.Env):
     observation_space = spaces.Box(-1.0, 1.0, (2,))
     action_space = spaces.Discrete(3)
@@ -104,6 +115,16 @@ def test_the_default_adapter_is_the_goal_env_convention():
     np.testing.assert_array_equal(env.compute_reward(obs["achieved_goal"], obs["achieved_goal"]), [0.0])
     _, success = env.step(np.zeros((1, 2), np.float32))
     assert success[0] == float(np.linalg.norm(obs["achieved_goal"][0]) <= REACH)  # info["is_success"]
+    env.close()
+
+
+def test_an_env_that_hides_its_position_gets_it_in_front_of_its_observation():
+    env = VecGoalEnv("test_own_env:VelocityOnly", 2)
+    assert env.spec.adapter == GoalEnvAdapter("is_success", 0.0, prepend_achieved_goal=True)
+    assert env.spec.obs_dim == 3
+    obs = env.reset([0, 1])
+    np.testing.assert_array_equal(obs["observation"][:, :2], obs["achieved_goal"])
+    np.testing.assert_array_equal(obs["observation"][:, 2], [0.25, 0.25])
     env.close()
 
 

@@ -71,7 +71,7 @@ def test_the_wheel_installs_one_top_level_name(wheel):
     assert {top for top in tops if not top.endswith(".dist-info")} == {"l3p"}
     for module in ("l3p/__main__.py", "l3p/cli.py", "l3p/core/__init__.py", "l3p/protos/l3p_planner.proto",
                    "l3p/protos/l3p_planner_pb2.py", "l3p/serving/args.py", "l3p/clients/client.py",
-                   "l3p/sim/__init__.py", "l3p/training/commands.py"):
+                   "l3p/sim/__init__.py", "l3p/sim/box.py", "l3p/sim/assets/fetch_box.xml", "l3p/training/commands.py"):
         assert module in names, module
     assert not any(name.startswith(("l3p/tests", "l3p/benchmarks")) for name in names)
 
@@ -100,6 +100,11 @@ def test_the_sim_install_runs_episodes_but_does_not_serve(profiles, tmp_path):
     proc = run(bin_dir / "l3p", "serve", "--port", "1", cwd=tmp_path)
     assert proc.returncode == 2 and re.fullmatch(HINT.format(command="serve", extra="serve"), proc.stderr), \
         proc.stderr
+    # Our own scenes come with the wheel (the scene XML is package data).
+    code = ("from l3p.sim.envs import make_env; env = make_env('l3p/FetchPlaceInsideBoxTest-v0'); "
+            "print(env.reset(seed=0)[0]['desired_goal'].round(3).tolist())")
+    proc = run(bin_dir / "python", "-c", code, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[1.25, 0.53, 0.435]", proc.stderr[-2000:]
 
 
 CHECK = """

@@ -26,4 +26,5 @@ def test_service_is_versioned():
 
     service = pb.DESCRIPTOR.services_by_name["Planner"]
     assert service.full_name == "l3p.v1.Planner"
-    assert [m.name for m in service.methods] == ["GetModelInfo", "StartEpisode", "Act", "EndEpisode", "Control"]
+    assert [m.name for m in service.methods] == ["GetModelInfo", "StartEpisode", "Act", "EndEpisode", "Control",
+                                                    "ListModels", "ReloadModels"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 import l3p.demo as demo_mod
+from l3p.serving.repository import scan
 from l3p import cli
 from l3p.clients.evaluate import parse_modes, wilson_interval
 from l3p.clients.runner import add_run_arguments, run
@@ -251,8 +253,36 @@ def test_demo_refuses_a_directory_without_a_bundle(tmp_path, monkeypatch, capsys
     assert err == f"l3p demo: error: no model bundle at {tmp_path} (missing manifest.json); pass --bundle DIR\n"
 
 
-def test_demo_serves_the_shipped_bundles_next_to_the_package_default_first():
-    bundles = demo_mod.shipped_bundles()
-    assert bundles[0].parts[-2:] == ("models", "FetchPush-v4")
-    assert {"FetchPush-v4", "PointMaze_Large-v3"} <= {b.name for b in bundles}
-    assert all((b / "manifest.json").is_file() for b in bundles)
+def test_demo_serves_every_model_from_one_server(push_bundle, untrained_bundle, tmp_path, monkeypatch, capsys):
+    root = tmp_path / "models"
+    shutil.copytree(push_bundle, root / "FetchPush-v4")
+    shutil.copytree(untrained_bundle, root / "FetchReach-v4")
+    (root / "FetchReach-v4" / "eval_heldout.json").write_text("{}")  # files beside a bundle
+    code, out, err = _demo(["--models", str(root), "--episodes", "1", "--modes", "policy", "--no-progress"],
+                           monkeypatch, capsys)
+    assert code == 0
+    (server,) = _RecordingServer.instances  # one server for both models
+    assert server.proc.poll() is not None  # stopped
+    titles = [line.split(":")[0] for line in out.splitlines() if "episodes of" in line]
+    assert titles == ["FetchPush-v4", "FetchReach-v4"]  # the default model first
+
+
+def test_the_shipped_models_are_one_repository():
+    found = scan(demo_mod.models_dir())
+    assert {"FetchPush-v4", "FetchPickAndPlace-v4", "PointMaze_Large-v3"} <= set(found)
+    assert all(c.version == "" and c.path.parts[-2] == "models" for c in found.values())
+
+
+def test_run_and_eval_name_the_model_of_a_repository(push_bundle, untrained_bundle, tmp_path, capsys):
+    root = tmp_path / "models"
+    shutil.copytree(push_bundle, root / "FetchPush-v4")
+    shutil.copytree(untrained_bundle, root / "FetchReach-v4")
+    with LocalServer(models=root) as server:
+        code, out, _ = l3p(capsys, "eval", "--server", server.target, "--model", "FetchReach-v4",
+                           "--episodes", "1", "--modes", "policy", "--no-progress")
+        assert code == 0 and out.startswith("FetchReach-v4: 1 episodes")
+        code, out, err = l3p(capsys, "run", "--server", server.target, "--model", "legs", "--episodes", "1")
+        assert code == USAGE and out == ""
+        assert error_line(err, "run") == (
+            f"l3p run: error: {server.target}: model 'legs' is not served here; models: FetchPush-v4, "
+            "FetchReach-v4 (ListModels; an empty name is the default, FetchPush-v4)")

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import json
 import queue
+import secrets
+import socket
+import ssl
+import time
 import shutil
 import subprocess
 import sys
+import http.client
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +32,7 @@ from l3p.serving.local_server import LocalServer
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.bundle import load_bundle
+from l3p.serving.logs import LOG_BURST, LOG_PER_S
 from l3p.serving.security import MISSING_TOKEN, WRONG_TOKEN, TokenFileError, TokenTable, bearer_token
 from test_server_e2e import free_port
 
@@ -78,15 +85,38 @@ class ControlStream:
 
 
 @pytest.fixture(scope="module")
-def token_server(untrained_bundle, tls_dir, token_file):
-    """TLS, tokens, a pinned (matching) digest, metrics, debug logging."""
+def metrics_token(tmp_path_factory):
+    token = secrets.token_hex(16)
+    path = tmp_path_factory.mktemp("metrics") / "scraper.txt"
+    path.write_text(f"prometheus:{token}\n")
+    return path, token
+
+
+@pytest.fixture(scope="module")
+def token_server(untrained_bundle, tls_dir, token_file, metrics_token):
+    """TLS (for /metrics too), tokens, a metrics token, a pinned (matching) digest, debug logging."""
     metrics_port = free_port()
     args = ["--tls-cert", str(tls_dir / "server.crt"), "--tls-key", str(tls_dir / "server.key"),
             "--auth-token-file", str(token_file[0]), "--metrics-port", str(metrics_port),
+            "--metrics-token-file", str(metrics_token[0]),
             "--bundle-sha256", load_bundle(untrained_bundle).sha256, "--log-level", "debug"]
     with LocalServer(untrained_bundle, extra_args=args, stderr_lines=100_000) as server:
-        server.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        server.metrics_url = f"https://localhost:{metrics_port}/metrics"
+        server.scrape = lambda token=metrics_token[1]: scrape(server.metrics_url, tls_dir, token)
         yield server
+
+
+def scrape(url: str, tls_dir: Path, token: str | None) -> str:
+    """GET /metrics over TLS (trusting the test CA) with an optional bearer token."""
+    context = ssl.create_default_context(cafile=str(tls_dir / "ca.crt"))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url, headers=headers)
+    return urllib.request.urlopen(request, timeout=TIMEOUT, context=context).read().decode()
+
+
+def server_events(server: LocalServer) -> list[dict]:
+    """Every stderr line of the server, each of which must be one JSON object."""
+    return [json.loads(line) for line in server.stderr_tail(100_000).splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +181,7 @@ def test_tokens_appear_in_no_log_and_no_metric(token_server, channel, tokens):
     session = stub.StartEpisode(pb.StartEpisodeRequest(goal=GOAL), timeout=TIMEOUT,
                                 metadata=bearer(tokens["robot-a"])).session_id
     stub.EndEpisode(pb.EndEpisodeRequest(session_id=session), timeout=TIMEOUT, metadata=bearer(tokens["robot-a"]))
-    metrics = urllib.request.urlopen(token_server.metrics_url, timeout=TIMEOUT).read().decode()
+    metrics = token_server.scrape()
     log = token_server.stderr_tail(100_000)
     assert 'l3p_errors_total{code="UNAUTHENTICATED"}' in metrics
     events = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
@@ -159,6 +189,60 @@ def test_tokens_appear_in_no_log_and_no_metric(token_server, channel, tokens):
     assert any(e["event"] == "session_started" and e["owner"] == "token:robot-a" for e in events)
     for secret in [*tokens.values(), wrong]:
         assert secret not in log and secret not in metrics
+
+
+def test_metrics_need_tls_and_the_scrapers_token(token_server, tls_dir, tokens):
+    assert "l3p_sessions_live" in token_server.scrape()
+    for token in (None, tokens["robot-a"], "x" * 32):  # a robot's token is not a scraper's
+        with pytest.raises(urllib.error.HTTPError) as error:
+            token_server.scrape(token)
+        assert error.value.code == 401
+    plain = token_server.metrics_url.replace("https://", "http://")
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        urllib.request.urlopen(plain, timeout=TIMEOUT).read()
+    with pytest.raises(urllib.error.HTTPError) as error:
+        scrape(token_server.metrics_url.replace("/metrics", "/other"), tls_dir, None)
+    assert error.value.code == 404
+
+
+def test_refused_calls_are_logged_at_a_bounded_rate(token_server, channel):
+    stub = pb_grpc.PlannerStub(channel)
+
+    def refused() -> float:
+        text = token_server.scrape()
+        return float(text.split('l3p_errors_total{code="UNAUTHENTICATED"} ')[1].split()[0])
+
+    before_lines = sum(e["event"] == "request_refused" for e in server_events(token_server))
+    before = refused()
+    started = time.monotonic()
+    for _ in range(300):
+        code_of(stub.GetModelInfo, pb.GetModelInfoRequest())
+    elapsed = time.monotonic() - started
+    events = [e for e in server_events(token_server) if e["event"] == "request_refused"]
+    lines = len(events) - before_lines
+    # Every refusal is counted; the log holds at most a burst plus the steady rate.
+    assert refused() - before == 300
+    assert 1 <= lines <= LOG_BURST + LOG_PER_S * (elapsed + 1)
+    assert sum(e.get("suppressed", 0) for e in events[before_lines:]) <= 300 - lines
+
+
+def test_native_grpc_messages_are_json_lines_with_the_client_text_escaped(token_server):
+    name = 'evil"name}{x'
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", token_server.port), timeout=TIMEOUT) as raw:
+        try:  # gRPC core logs the server name it has no certificate for
+            with context.wrap_socket(raw, server_hostname=name) as tls:
+                tls.sendall(b"not http2")
+        except (ssl.SSLError, OSError):
+            pass
+    deadline = time.monotonic() + TIMEOUT
+    while not any(name in e.get("message", "") for e in server_events(token_server)):
+        assert time.monotonic() < deadline, "gRPC's message never reached the JSON log"
+        time.sleep(0.1)
+    native = [e for e in server_events(token_server) if name in e.get("message", "")]
+    assert native[0]["event"] == "native_log" and native[0]["source"].startswith("ssl_transport_security")
+    assert name not in token_server.stderr_tail(100_000)  # only escaped, inside a JSON string
 
 
 # ------------------------------------------------------------------------- session ownership
@@ -221,6 +305,37 @@ def test_under_mutual_tls_a_session_belongs_to_the_certificate(mtls_server, tls_
         stub_a.EndEpisode(pb.EndEpisodeRequest(session_id=session), timeout=TIMEOUT)
 
 
+# ------------------------------------------------------------------ per-principal session limit
+
+
+def test_one_principal_cannot_take_every_session(untrained_bundle, token_file):
+    path, tokens = token_file
+    args = ["--auth-token-file", str(path), "--max-sessions", "5", "--max-sessions-per-principal", "2"]
+    with LocalServer(untrained_bundle, extra_args=args) as server, \
+            grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        a, b, c = bearer(tokens["robot-a"]), bearer(tokens["robot-b"]), bearer(tokens[""])
+
+        def start(metadata) -> str:
+            return stub.StartEpisode(pb.StartEpisodeRequest(goal=GOAL), timeout=TIMEOUT,
+                                     metadata=metadata).session_id
+
+        held = [start(a), start(a)]
+        code, message = code_of(stub.StartEpisode, pb.StartEpisodeRequest(goal=GOAL), metadata=a)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "2 live sessions of 'token:robot-a' (--max-sessions-per-principal)" in message
+        stream = ControlStream(stub, a)  # a stream counts against the same principal
+        with pytest.raises(grpc.RpcError) as error:
+            stream.start()
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        others = [start(b), start(b), start(c)]  # the others are not locked out
+        code, message = code_of(stub.StartEpisode, pb.StartEpisodeRequest(goal=GOAL), metadata=c)
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "5 live sessions (--max-sessions)" in message
+        stub.EndEpisode(pb.EndEpisodeRequest(session_id=held[0]), timeout=TIMEOUT, metadata=a)
+        assert start(a)  # an ended episode frees its principal's slot
+        assert len(others) == 3
+
+
 # ------------------------------------------------------------------- refusals at start-up
 
 
@@ -254,9 +369,21 @@ def test_a_bundle_that_does_not_match_the_pinned_digest_is_refused(untrained_bun
     (["--host", "0.0.0.0"], "--host 0.0.0.0 is not loopback: serve TLS (--tls-cert/--tls-key), or pass --insecure"),
     (["--tls-cert", "x.pem"], "--tls-cert and --tls-key go together"),
     (["--tls-client-ca", "ca.pem"], "--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key"),
+    (["--metrics-port", "1", "--metrics-host", "0.0.0.0"],
+     "--metrics-host 0.0.0.0 is not loopback: serve TLS (--tls-cert/--tls-key, used for /metrics too)"),
 ])
 def test_unsafe_or_incomplete_options_are_refused(untrained_bundle, args, message):
     assert message in one_line_error(serve_once(untrained_bundle, *args))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000, "manifest.json: not readable JSON (nested too deeply)"),
+    ('{"format": ' + "9" * 5000 + "}", "manifest.json: not readable JSON (Exceeds the limit"),
+])
+def test_a_hostile_manifest_is_refused_in_one_line(untrained_bundle, tmp_path, text, message):
+    hostile = Path(shutil.copytree(untrained_bundle, tmp_path / "hostile"))
+    (hostile / "manifest.json").write_text(text)
+    assert message in one_line_error(serve_once(hostile))
 
 
 def test_bad_tls_and_token_files_are_refused(untrained_bundle, tls_dir, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import hashlib
 import json
 import logging
 import shutil
@@ -25,11 +26,11 @@ from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.core import EPISODE_OPTIONS, PlannerConfig
 from l3p.serving.args import DEFAULT_BATCH_DELAY_US, add_serve_arguments
 from l3p.serving.bundle import BundleError, bundle_digest, load_bundle, session_options
-from l3p.serving.logs import JsonFormatter
+from l3p.serving.logs import JsonFormatter, RateLimit
 from l3p.serving.mapping import episode_config
 from l3p.serving.errors import InvalidRequestError
 from l3p.serving.server import PlannerServer
-from l3p.serving.sessions import SessionLimitError, SessionNotFoundError, SessionStore
+from l3p.serving.sessions import Owner, SessionLimitError, SessionNotFoundError, SessionStore
 
 # ---------------------------------------------------------------------------- bundle loader
 
@@ -139,6 +140,19 @@ def test_refuses_a_checksum_mismatch(bundle_copy):
         load_bundle(bundle_copy)
 
 
+def test_the_pinned_digest_is_checked_before_any_graph_is_opened(bundle_copy):
+    pinned = load_bundle(bundle_copy).sha256
+    # An actor onnxruntime cannot parse, with its sha256 updated in the manifest: only the pin can
+    # refuse it before onnxruntime reads it.
+    (bundle_copy / "actor.onnx").write_bytes(b"not an onnx graph")
+    edit_manifest(bundle_copy, lambda m: m["files"]["actor"].update(
+        sha256=hashlib.sha256(b"not an onnx graph").hexdigest()))
+    with pytest.raises(BundleError, match="actor.onnx: onnxruntime cannot load it"):
+        load_bundle(bundle_copy)
+    with pytest.raises(BundleError, match=f"has digest [0-9a-f]{{64}}, not the pinned --bundle-sha256 {pinned}"):
+        load_bundle(bundle_copy, pinned)
+
+
 def test_refuses_a_file_onnxruntime_cannot_load(bundle_copy):
     import hashlib
 
@@ -224,6 +238,36 @@ def test_store_reaper_expires_in_the_background():
 
     reaper = asyncio.run(reap())
     assert len(store) == 0 and reaper.cancelled()
+
+
+def test_store_limits_each_principals_sessions():
+    store = SessionStore(ttl_s=10, max_sessions=5, clock=FakeClock(), per_principal=2)
+    a, b = Owner("token:a"), Owner("token:b")
+    first = store.add("p", a)
+    store.add("p", Owner.of_stream("token:a"))  # a stream counts for its principal
+    with pytest.raises(SessionLimitError, match="2 live sessions of 'token:a' "
+                                                r"\(--max-sessions-per-principal\)"):
+        store.add("p", a)
+    store.add("p", b)
+    store.add("p", b)
+    store.add("p", Owner("token:c"))
+    with pytest.raises(SessionLimitError, match=r"5 live sessions \(--max-sessions\)"):
+        store.add("p", Owner("token:d"))
+    store.pop(first.id, a)  # an ended episode frees its principal's slot
+    assert (store.count("token:a"), store.count("token:b")) == (1, 2)
+    store.add("p", a)
+    assert len(store) == 5 and store.count("token:a") == 2
+
+
+def test_rate_limited_log_lines_count_what_they_left_out():
+    clock = FakeClock()
+    limit = RateLimit(burst=3, per_s=2.0, clock=clock)
+    assert [limit.allow("refused") for _ in range(5)] == [0, 0, 0, None, None]
+    assert limit.allow("other") == 0  # each event has its own bucket
+    clock.now += 0.5  # one token back
+    assert [limit.allow("refused"), limit.allow("refused")] == [2, None]
+    clock.now += 100  # refills up to the burst, no more
+    assert [limit.allow("refused") for _ in range(4)] == [1, 0, 0, None]
 
 
 def test_store_is_thread_safe():
@@ -318,13 +362,21 @@ def test_episode_options_are_the_per_episode_planner_options():
 def test_episode_config_from_options():
     defaults = PlannerConfig()
     assert episode_config(pb.EpisodeOptions(), defaults) == (defaults, None)
-    options = pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, search=pb.SEARCH_KIND_HARD, d_max=12.5,
+    options = pb.EpisodeOptions(mode=pb.PLANNER_MODE_L3P, search=pb.SEARCH_KIND_HARD, d_max=12.5,
                                 temperature=3.0, local_horizon=0.0, sample_subgoal=True,
                                 prune_failed=True, seed=7)
     config, seed = episode_config(options, defaults)
     assert seed == 7
-    assert config == defaults.replace(mode="naive", search="hard", d_max=12.5, temperature=3.0,
+    assert config == defaults.replace(mode="l3p", search="hard", d_max=12.5, temperature=3.0,
                                       local_horizon=0.0, sample_subgoal=True, prune_failed=True)
+    # prune_failed does nothing in naive and policy: refused like any option that does not apply.
+    for mode in (pb.PLANNER_MODE_NAIVE, pb.PLANNER_MODE_POLICY):
+        with pytest.raises(InvalidRequestError, match="options.prune_failed applies to mode l3p only"):
+            episode_config(pb.EpisodeOptions(mode=mode, prune_failed=True), defaults)
+    assert episode_config(pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, prune_failed=False),
+                          defaults)[0].mode == "naive"
+    with pytest.raises(InvalidRequestError, match="prune_failed applies to mode l3p only, not policy"):
+        episode_config(pb.EpisodeOptions(prune_failed=True), defaults.replace(mode="policy"))
     with pytest.raises(InvalidRequestError, match="options.mode is 9, not a known PlannerMode; expected "
                        "one of PLANNER_MODE_L3P, PLANNER_MODE_NAIVE, PLANNER_MODE_POLICY"):
         episode_config(pb.EpisodeOptions(mode=9), defaults)

@@ -72,8 +72,9 @@ def test_32_sessions_batched_act_like_32_sessions_one_by_one(untrained_bundle):
 
         with futures.ThreadPoolExecutor(len(episodes)) as pool:
             together = list(pool.map(play, episodes))
-        batched = {net: (served.metric("l3p_batched_steps_total", {"network": net}),
-                         served.metric("l3p_batches_total", {"network": net}))
+        model = {"model": untrained_bundle.name}  # a --bundle server's one model
+        batched = {net: (served.metric("l3p_batched_steps_total", {**model, "network": net}),
+                         served.metric("l3p_batches_total", {**model, "network": net}))
                    for net in ("actor", "distance")}
         alone = [play(episode) for episode in episodes]
         assert together == alone

@@ -226,8 +226,9 @@ def test_a_run_that_ends_before_planning_still_ends_with_a_bundle(tmp_path):
     m = json.loads((tmp_path / "run" / "bundle" / "manifest.json").read_text())
     prov = m["provenance"]
     assert prov["env_steps"] == 400 and prov["config"]["max_episode_steps"] == 200
-    assert set(prov["success"]) == {"policy", "eval_episodes", "eval_seed_base", "eval_pairs", "eval_min_cells",
-                                    "eval_max_steps"}  # no l3p cell
+    assert set(prov["success"]) == {"policy", "eval_env_id", "eval_episodes", "eval_seed_base", "eval_pairs",
+                                    "eval_min_cells", "eval_max_steps"}  # no l3p cell
+    assert prov["success"]["eval_env_id"] == "PointMaze_Large-v3"
     assert prov["success"]["eval_pairs"] == "far" and "before planning started" in prov["landmarks"]
     assert prov["success"]["eval_min_cells"] == 10 and prov["success"]["eval_max_steps"] is None  # the env's 800
     assert m["n_landmarks"] == 50 and m["env_id"] == "PointMaze_Large-v3"

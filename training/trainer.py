@@ -35,7 +35,7 @@ from l3p.core.errors import L3PError
 from l3p.core.seeds import TRAINING_EVAL
 from l3p.sim import mazes
 from l3p.sim.draw import plot_landmarks, plot_learning_curve
-from l3p.sim.envs import VecGoalEnv
+from l3p.sim.envs import VecGoalEnv, evaluation_env_id
 from l3p.training.agent import L3PAgent
 from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, WorkerPool,
                                     planned_actions)
@@ -106,8 +106,9 @@ class Trainer:
         # its spec and reward function.
         self.env = VecGoalEnv(cfg.env_id, cfg.n_envs if cfg.collector == "inline" else 1, cfg.max_episode_steps)
         # Evaluation runs its own episode length (default the env's full limit), whatever the
-        # training length: the maze protocol trains on short episodes and tests on long ones.
-        self.eval_env = VecGoalEnv(cfg.env_id, min(cfg.eval_episodes, 10), cfg.eval_max_steps)
+        # training length: the maze protocol trains on short episodes and tests on long ones; and
+        # on the env's declared evaluation env (Place-Inside-Box: the in-box goal alone).
+        self.eval_env = VecGoalEnv(evaluation_env_id(cfg.env_id), min(cfg.eval_episodes, 10), cfg.eval_max_steps)
         self.spec = self.env.spec
         self.agent = L3PAgent(cfg, self.spec)
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
@@ -321,6 +322,7 @@ def run_provenance(command: str, config: dict, progress: dict, optimizer_steps: 
             "wall_time_s": round(progress["wall_time_s"], 1), "seed": config["seed"],
             # Only measured cells: a run that ended before planning started has no l3p entry.
             "success": {**{mode: last[f"success_{mode}"] for mode in ("policy", "l3p") if f"success_{mode}" in last},
+                        "eval_env_id": evaluation_env_id(config["env_id"]),
                         "eval_episodes": config["eval_episodes"], "eval_seed_base": TRAINING_EVAL,
                         "eval_pairs": config.get("eval_pairs", "random"),
                         **({"eval_min_cells": config.get("eval_min_cells")} if config.get("eval_pairs") == "far" else {}),

@@ -1,0 +1,314 @@
+"""The model repository (``l3p serve --models DIR``): its layout, model selection and the default
+model, a hot swap under live episodes, failed swaps and pins, admin reloads. Real server
+processes, real (untrained) bundles."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from l3p.clients.client import NotFound, PlannerClient
+from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
+from l3p.serving.bundle import load_bundle
+from l3p.serving.local_server import LocalServer
+from l3p.serving.repository import scan
+from test_server_e2e import free_port, wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT = 20
+REACH_GOAL = [1.3, 0.75, 0.5]
+STEPS = 24
+
+
+@pytest.fixture(scope="module")
+def reach_v2(tmp_path_factory):
+    """Another version of the FetchReach model: other (untrained) networks, other actions."""
+    from bundles import export_untrained_bundle
+
+    return export_untrained_bundle(tmp_path_factory.mktemp("reach_v2") / "bundle", seed=1)
+
+
+@pytest.fixture(scope="module")
+def admin(tmp_path_factory):
+    token = "admin-" + "7" * 24
+    path = tmp_path_factory.mktemp("admin") / "admin.txt"
+    path.write_text(f"operator:{token}\n")
+    return path, (("authorization", f"Bearer {token}"),)
+
+
+@pytest.fixture(scope="module")
+def repo_server(tmp_path_factory, untrained_bundle, push_bundle, admin):
+    """push (unversioned) and reach/1; reloads only on ReloadModels (no watch)."""
+    root = tmp_path_factory.mktemp("repository") / "models"
+    shutil.copytree(push_bundle, root / "push")
+    shutil.copytree(untrained_bundle, root / "reach" / "1")
+    (root / "reach" / "1" / "progress.csv").write_text("step,success\n")  # extra files are fine
+    (root / "notes").mkdir()
+    metrics_port = free_port()
+    args = ["--poll-interval", "0", "--admin-token-file", str(admin[0]),
+            "--metrics-port", str(metrics_port)]
+    with LocalServer(models=root, extra_args=args, stderr_lines=100_000) as server:
+        server.root = root
+        server.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        with grpc.insecure_channel(server.target) as channel:
+            server.stub = pb_grpc.PlannerStub(channel)
+            server.channel = channel
+            yield server
+
+
+def metric_samples(url: str, name: str) -> dict[tuple, float]:
+    text = urllib.request.urlopen(url, timeout=TIMEOUT).read().decode()
+    return {tuple(sorted(s.labels.items())): s.value for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == name}
+
+
+def statuses(stub) -> dict[str, pb.ModelStatus]:
+    return {m.info.model: m for m in stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT).models}
+
+
+def observations(seed: int, n: int = STEPS) -> list[list[float]]:
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1.5, (n, 10)).astype(np.float32).tolist()
+
+
+def write_manifest(directory: Path) -> None:
+    directory.mkdir(parents=True)
+    (directory / "manifest.json").write_text("{}")
+
+
+def test_scan_finds_every_models_newest_version(tmp_path):
+    root = tmp_path / "models"
+    write_manifest(root / "arm")
+    (root / "arm" / "progress.csv").write_text("")  # files beside a manifest are not models
+    (root / "arm" / "landmarks.png").write_bytes(b"")
+    for version in ("1", "2", "10"):
+        write_manifest(root / "legs" / version)
+    (root / "legs" / "11").mkdir()  # no manifest: not a version
+    for version in ("alpha", "beta"):
+        write_manifest(root / "base" / version)
+    (root / "notes").mkdir()
+    write_manifest(root / ".hidden")
+    (root / "README.md").write_text("")
+    found = {name: (c.version, c.path) for name, c in scan(root).items()}
+    assert found == {"arm": ("", root / "arm"), "base": ("beta", root / "base" / "beta"),
+                     "legs": ("10", root / "legs" / "10")}
+
+
+def test_models_are_listed_and_chosen_by_name_with_a_default(repo_server, push_bundle, untrained_bundle):
+    stub = repo_server.stub
+    listed = stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT)
+    assert listed.default_model == "push"  # the first name in sorted order
+    models = {m.info.model: m.info for m in listed.models}
+    assert set(models) == {"push", "reach"}  # "notes" holds no bundle
+    assert (models["reach"].version, models["reach"].bundle_sha256) == ("1", load_bundle(untrained_bundle).sha256)
+    assert all(info.memory_bytes > 0 for info in models.values())
+
+    # An old client names no model: the default.
+    assert stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=TIMEOUT).env_id == "FetchPush-v4"
+    old = stub.StartEpisode(pb.StartEpisodeRequest(goal=REACH_GOAL), timeout=TIMEOUT)
+    assert (old.model, old.n_landmarks) == ("push", 8)
+    reach = stub.StartEpisode(pb.StartEpisodeRequest(goal=REACH_GOAL, model="reach"), timeout=TIMEOUT)
+    assert (reach.model, reach.version, reach.n_landmarks) == ("reach", "1", 16)
+    act = stub.Act(pb.ActRequest(session_id=reach.session_id, observation=[0.1] * 10), timeout=TIMEOUT)
+    assert len(act.action) == 4
+    with pytest.raises(grpc.RpcError) as error:  # each session checks its own model's dims
+        stub.Act(pb.ActRequest(session_id=old.session_id, observation=[0.1] * 10), timeout=TIMEOUT)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "observation has 10 values, expected 25 (obs_dim of FetchPush-v4)" in error.value.details()
+    for session in (old, reach):
+        stub.EndEpisode(pb.EndEpisodeRequest(session_id=session.session_id), timeout=TIMEOUT)
+
+    for call, request in ((stub.GetModelInfo, pb.GetModelInfoRequest(model="legs")),
+                          (stub.StartEpisode, pb.StartEpisodeRequest(goal=REACH_GOAL, model="legs"))):
+        with pytest.raises(grpc.RpcError) as error:
+            call(request, timeout=TIMEOUT)
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "model 'legs' is not served here; models: push, reach" in error.value.details()
+
+    # The client library: a model per client, on unary episodes and streams.
+    with PlannerClient(repo_server.target, model="reach") as client:
+        assert (client.model_info().env_id, client.model_info().version) == ("FetchReach-v4", "1")
+        with client.stream_episode(REACH_GOAL, seed=3) as episode:
+            assert len(episode.act([0.1] * 10).action) == 4
+        with client.episode(REACH_GOAL) as episode:
+            assert len(episode.act([0.1] * 10).action) == 4
+    with PlannerClient(repo_server.target, model="legs", retry=None) as client, pytest.raises(NotFound):
+        client.model_info()
+
+    health = health_pb2_grpc.HealthStub(repo_server.channel)
+    for name in ("push", "reach"):
+        check = health.Check(health_pb2.HealthCheckRequest(service=f"l3p.v1.Planner/{name}"), timeout=TIMEOUT)
+        assert check.status == health_pb2.HealthCheckResponse.SERVING
+    steps = metric_samples(repo_server.metrics_url, "l3p_steps_total")
+    assert steps[(("model", "reach"),)] == 3 and steps[(("model", "push"),)] == 0  # each model its own
+
+
+class Stream:
+    """A Control stream driven one message at a time."""
+
+    def __init__(self, stub, start: pb.StartEpisodeRequest):
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self.call = stub.Control(iter(self._requests.get, None), timeout=60)
+        self._requests.put(pb.ControlRequest(start=start))
+        self.started = next(self.call).started
+
+    def act(self, obs) -> list[float]:
+        self._requests.put(pb.ControlRequest(observation=pb.ActRequest(observation=obs)))
+        return list(next(self.call).action.action)
+
+    def close(self) -> None:
+        self._requests.put(None)
+        assert list(self.call) == []
+
+
+def test_a_swap_under_live_episodes_keeps_each_on_its_version(repo_server, reach_v2, admin):
+    stub = repo_server.stub
+    start = pb.StartEpisodeRequest(goal=REACH_GOAL, model="reach", options=pb.EpisodeOptions(seed=5))
+    obs = observations(0)
+
+    def act(session_id: str, o) -> list[float]:
+        return list(stub.Act(pb.ActRequest(session_id=session_id, observation=o), timeout=TIMEOUT).action)
+
+    # The reference: a whole episode on version 1, nothing swapped.
+    ref = stub.StartEpisode(start, timeout=TIMEOUT)
+    reference = [act(ref.session_id, o) for o in obs]
+    stub.EndEpisode(pb.EndEpisodeRequest(session_id=ref.session_id), timeout=TIMEOUT)
+
+    unary = stub.StartEpisode(start, timeout=TIMEOUT)
+    stream = Stream(stub, start)
+    assert unary.version == stream.started.version == "1"
+    half = STEPS // 2
+    before = [[act(unary.session_id, o) for o in obs[:half]], [stream.act(o) for o in obs[:half]]]
+
+    shutil.copytree(reach_v2, repo_server.root / "reach" / "2")
+    loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=60, metadata=admin[1]).loads
+    assert [(load.model, load.version, load.loaded) for load in loads] == [("reach", "2", True)]
+    status = statuses(stub)["reach"]
+    assert (status.info.version, list(status.draining_versions), status.live_sessions) == ("2", ["1"], 2)
+    assert status.info.bundle_sha256 == load_bundle(reach_v2).sha256
+
+    # New episodes get version 2, whose networks answer otherwise.
+    new = stub.StartEpisode(start, timeout=TIMEOUT)
+    assert new.version == "2"
+    assert [act(new.session_id, o) for o in obs] != reference
+    stub.EndEpisode(pb.EndEpisodeRequest(session_id=new.session_id), timeout=TIMEOUT)
+
+    # The running episodes finish on version 1: every action bit for bit the reference's.
+    after = [[act(unary.session_id, o) for o in obs[half:]], [stream.act(o) for o in obs[half:]]]
+    for done_before, done_after in zip(before, after):
+        assert done_before + done_after == reference
+    memory = metric_samples(repo_server.metrics_url, "l3p_model_memory_bytes")
+    assert (("model", "reach"), ("version", "1")) in memory  # still loaded
+
+    stub.EndEpisode(pb.EndEpisodeRequest(session_id=unary.session_id), timeout=TIMEOUT)
+    assert list(statuses(stub)["reach"].draining_versions) == ["1"]  # the stream still runs on it
+    stream.close()
+    wait_until(lambda: not statuses(stub)["reach"].draining_versions, "version 1 to be unloaded")
+    events = [json.loads(line) for line in repo_server.stderr_tail(100_000).splitlines()]
+    assert any(e["event"] == "model_unloaded" and (e["model"], e["version"]) == ("reach", "1") for e in events)
+    memory = metric_samples(repo_server.metrics_url, "l3p_model_memory_bytes")
+    assert (("model", "reach"), ("version", "1")) not in memory
+    assert (("model", "reach"), ("version", "2")) in memory
+
+
+def test_a_failed_swap_leaves_the_current_version_serving(repo_server, untrained_bundle, admin):
+    stub = repo_server.stub
+    serving = statuses(stub)["reach"].info.version
+    broken = repo_server.root / "reach" / "99"
+    shutil.copytree(untrained_bundle, broken)
+    (broken / "actor.onnx").write_bytes(b"tampered")
+    loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=60, metadata=admin[1]).loads
+    assert [(load.model, load.version, load.loaded) for load in loads] == [("reach", "99", False)]
+    digest = hashlib.sha256(b"tampered").hexdigest()
+    assert f"actor.onnx: sha256 {digest} does not match manifest.json" in loads[0].error
+    status = statuses(stub)["reach"]
+    assert status.info.version == serving and status.last_error == loads[0].error
+    started = stub.StartEpisode(pb.StartEpisodeRequest(goal=REACH_GOAL, model="reach"), timeout=TIMEOUT)
+    assert started.version == serving
+    stub.EndEpisode(pb.EndEpisodeRequest(session_id=started.session_id), timeout=TIMEOUT)
+    # The same broken candidate is not tried again until it changes.
+    assert list(stub.ReloadModels(pb.ReloadModelsRequest(), timeout=60, metadata=admin[1]).loads) == []
+    shutil.rmtree(broken)
+
+
+def test_reload_needs_an_admin_token(repo_server, tmp_path, untrained_bundle):
+    stub = repo_server.stub
+    for metadata in ((), (("authorization", "Bearer " + "x" * 30),)):
+        with pytest.raises(grpc.RpcError) as error:
+            stub.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT, metadata=metadata)
+        assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    # Robots need no token on this server: only the admin call does.
+    assert stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=TIMEOUT).env_id
+
+    # --bundle: a repository of one model, named after its directory; no admin file, no reload.
+    with LocalServer(untrained_bundle) as server, grpc.insecure_channel(server.target) as channel:
+        one = pb_grpc.PlannerStub(channel)
+        listed = one.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT)
+        assert listed.default_model == untrained_bundle.name
+        assert [m.info.model for m in listed.models] == [untrained_bundle.name]
+        with pytest.raises(grpc.RpcError) as error:
+            one.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT)
+        assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "--admin-token-file" in error.value.details()
+
+
+def test_the_watch_refuses_a_version_the_pin_does_not_allow(tmp_path, untrained_bundle, reach_v2):
+    root = tmp_path / "models"
+    shutil.copytree(untrained_bundle, root / "reach" / "1")
+    pinned = load_bundle(untrained_bundle).sha256
+    args = ["--poll-interval", "0.2", "--model-sha256", f"reach={pinned}"]
+    with LocalServer(models=root, extra_args=args) as server, grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        shutil.copytree(reach_v2, root / "reach" / "2")
+        wait_until(lambda: statuses(stub)["reach"].last_error, "the watch to try version 2")
+        status = statuses(stub)["reach"]
+        assert status.info.version == "1"
+        assert f"not the pinned --model-sha256 {pinned}; refusing to serve it" in status.last_error
+        # A version the pin allows is swapped in by the watch alone.
+        shutil.rmtree(root / "reach" / "2")
+        shutil.copytree(untrained_bundle, root / "reach" / "3")
+        wait_until(lambda: statuses(stub)["reach"].info.version == "3", "the watch to load version 3")
+        # A model that appears is served too; one that leaves keeps serving.
+        shutil.copytree(untrained_bundle, root / "arm")
+        wait_until(lambda: "arm" in statuses(stub), "the watch to load the new model")
+        started = stub.StartEpisode(pb.StartEpisodeRequest(goal=REACH_GOAL, model="arm"), timeout=TIMEOUT)
+        assert (started.model, started.version) == ("arm", "")
+        shutil.rmtree(root / "arm")
+        assert stub.Act(pb.ActRequest(session_id=started.session_id, observation=[0.0] * 10), timeout=TIMEOUT).step == 0
+        assert "arm" in statuses(stub)
+
+
+def serve_once(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "l3p.serving", "--port", "0", *args],
+                          capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+
+
+@pytest.mark.parametrize("make_args, message", [
+    (lambda root, b: ["--models", str(root / "empty")], "no model bundle found"),
+    (lambda root, b: ["--models", str(root / "nowhere")], "nowhere: not a directory"),
+    (lambda root, b: ["--models", str(root), "--bundle-sha256", "a" * 64], "--bundle-sha256 goes with --bundle"),
+    (lambda root, b: ["--models", str(root), "--default-model", "legs"], "--default-model legs: no such model"),
+    (lambda root, b: ["--models", str(root), "--model-sha256", "legs=" + "a" * 64],
+     "--model-sha256 names legs, which the repository does not hold"),
+])
+def test_a_repository_that_cannot_be_served_is_refused_in_one_line(tmp_path, untrained_bundle, make_args, message):
+    root = tmp_path / "models"
+    shutil.copytree(untrained_bundle, root / "reach")
+    (root / "empty").mkdir()  # a directory without a bundle is no model
+    result = serve_once(*make_args(root, untrained_bundle))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("l3p serve: error: "), result.stderr
+    assert message in lines[0]
