@@ -11,7 +11,7 @@ from l3p.training.trainer import Trainer
 from test_training_run import params, tiny_cfg
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra: pip install '.[ray]'")
-from ray.cluster_utils import Cluster  # noqa: E402
+from ray.cluster_utils import Cluster
 
 SMALL_NODE = {"object_store_memory": 80 * 2**20, "include_dashboard": False}
 
@@ -33,9 +33,11 @@ def kill_a_worker_at(trainer: Trainer, cycle: int):
 
 
 def stored_episodes_intact(trainer: Trainer) -> bool:
-    """Every counted episode is in the replay, and none is an empty (never written) slot."""
-    r = trainer.replay
-    return (r.episodes_seen * 50 == trainer.progress.env_steps
+    """Every cycle stored all its envs' episodes (a killed worker's share was collected again, not
+    dropped), the replay counts them all, and none is an empty (never written) slot."""
+    r, p, cfg = trainer.replay, trainer.progress, trainer.cfg
+    return (r.size == r.episodes_seen == p.cycle * cfg.n_envs == p.env_steps // trainer.spec.max_steps
+            and p.env_steps == cfg.total_env_steps
             and bool(np.all(np.abs(r.obs[:r.size]).sum(axis=(1, 2)) > 0)))
 
 
