@@ -58,10 +58,11 @@ def test_a_killed_ray_worker_is_replaced_and_the_run_is_the_local_workers_run(cl
 
 
 def test_fetch_reach_learns_on_ray_workers_through_a_worker_kill(cluster, tmp_path):
-    cfg = preset("FetchReach-v4").replace(total_env_steps=6_000, eval_episodes=20, collector="ray", collectors=2,
+    """FetchReach to >= 0.9 in 40 cycles (4 000 env steps) on two Ray actors, one killed halfway."""
+    cfg = preset("FetchReach-v4").replace(total_env_steps=4_000, eval_episodes=20, collector="ray", collectors=2,
                                           ray_address=cluster.address)
     trainer = Trainer(cfg, tmp_path)
-    trainer.train(show_progress=False, on_cycle=kill_a_worker_at(trainer, 25))
+    trainer.train(show_progress=False, on_cycle=kill_a_worker_at(trainer, 20))
     last = trainer.progress.history[-1]
     assert trainer.progress.workers_replaced == 1
     assert stored_episodes_intact(trainer)
