@@ -73,7 +73,7 @@ def test_bounded_staleness_is_recorded_and_loses_no_episode(tmp_path):
     p = trainer.progress
     assert p.env_steps >= cfg.total_env_steps
     assert trainer.replay.episodes_seen * 50 == p.env_steps  # what was counted was stored
-    rows = list(csv.DictReader(open(tmp_path / "progress.csv")))
+    rows = list(csv.DictReader((tmp_path / "progress.csv").read_text().splitlines()))
     assert all(0.0 <= float(r["staleness"]) <= 1.0 for r in rows)
 
 

@@ -8,7 +8,7 @@ replayed as one CUDA graph: one launch instead of hundreds of small kernels.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -106,7 +106,8 @@ class GraphedStep:
         try:
             with torch.cuda.graph(graph):
                 self._output = self.step(self._inputs)
-        except Exception as exc:  # capture records kernels without running them: nothing was stepped
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the step runs eagerly
+            # Capture records kernels without running them: nothing was stepped.
             torch.cuda.synchronize(self.device)
             self.eager_reason = f"CUDA graph capture failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
             log.warning("%s; the optimizer step runs eagerly", self.eager_reason)
