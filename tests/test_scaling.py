@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -146,3 +148,14 @@ def test_a_cuda_run_resumes_on_the_cpu_and_back_and_exports_the_same_bundle_form
     cpu_files = {p.name for p in export_bundle(on_cpu.agent, tmp_path / "cpu_bundle", on_cpu.provenance()).iterdir()}
     gpu_files = {p.name for p in export_bundle(back.agent, tmp_path / "gpu_bundle", back.provenance()).iterdir()}
     assert cpu_files == gpu_files
+
+
+def test_ray_workers_without_ray_installed_are_a_one_line_error(tmp_path):
+    """``collector=ray`` where the optional extra is missing (Ray hidden from the import system)."""
+    hide_ray = "import sys; sys.modules['ray'] = None; from l3p.cli import main; sys.exit(main(sys.argv[1:]))"
+    r = subprocess.run([sys.executable, "-c", hide_ray, "train", "--env", "FetchReach-v4", "--out", "run",
+                        "--steps", "200", "--no-progress", "--set", "collector=\"ray\"", "--set", "collectors=2"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "collector 'ray' needs the 'ray' extra (missing module 'ray'): pip install 'l3p-service[ray]'" in r.stderr
+    assert not (tmp_path / "run" / CHECKPOINT).exists()
