@@ -5,12 +5,18 @@ One invocation measures, on this machine:
    one learner thread), of the collector process alone, and of the new trainer (collector process
    and overlapped updates: two learner threads), alternating so machine noise hits all three: env
    steps/s, optimizer steps/s, CPU utilisation of each process;
-2. a training run of the preset from scratch (the new trainer), evaluated every --eval-every
-   cycles on the same fixed episodes (policy alone and with the planner): env steps and wall time
-   to first reach 0.5 / 0.8 / 0.9 / 0.95;
-3. beside it, the previous trainer's curve (benchmarks/reference/, by env steps).
+   With --device / --collectors / --collector (a GPU learner, N rollout workers) a fourth setting,
+   "scaled", joins the rounds;
+2. a training run of the preset from scratch (the new trainer, or the scaled one), evaluated every
+   --eval-every cycles on the same fixed episodes (policy alone and with the planner): env steps
+   and wall time to first reach 0.5 / 0.8 / 0.9 / 0.95;
+3. with --baseline-minutes, then the two-core trainer (collector process, overlapped updates) from
+   scratch on the same config, so the scaled run's times stand beside it from the same invocation;
+4. beside them, the previous trainer's curve (benchmarks/reference/, by env steps).
 
     python benchmarks/time_to_success.py --env FetchPush-v4 --minutes 45 --out tts_push.json
+    python benchmarks/time_to_success.py --env FetchPush-v4 --device cuda --collectors 12 --minutes 10 \
+        --baseline-minutes 45 --out tts_push_gpu.json
     python benchmarks/time_to_success.py --from-run runs/push   # the table for a run trained elsewhere
     python benchmarks/time_to_success.py --quick                # FetchReach, tiny (the test suite's)
 """
@@ -33,6 +39,7 @@ import torch
 from l3p.core.overrides import parse_overrides
 from l3p.training.config import TrainConfig, preset
 from l3p.training.trainer import Trainer
+from train_throughput import STARTUP_CYCLES
 
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95)
 # The previous trainer's curves: the progress.csv of the bundle it shipped (FetchPush-v4: 960 k env
@@ -79,21 +86,30 @@ def read_curve(path: Path) -> list[dict]:
                     for m in MODES}} for r in csv.DictReader(f)]
 
 
-def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
+def scaled_setting(device: str, collector: str, collectors: int) -> dict | None:
+    """The setting under test, or None when it is the two-core trainer's ("new")."""
+    overrides = {"collector": collector, "collectors": collectors, "overlap_updates": True, "device": device}
+    if overrides == {**SETTINGS["new"][1], "collectors": 1, "device": "cpu"}:
+        return None
+    label = f"{collectors} {collector} worker(s), learner on {device}"
+    return {"scaled": (label, overrides)}
+
+
+def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path, settings: dict = SETTINGS) -> dict:
     """Env and optimizer steps/s and CPU utilisation of each setting, measured in alternation.
 
-    Each segment runs cycles + 1 cycles and times the last ``cycles``: the first absorbs the
-    collector process's start-up. Planning starts right after the warm-up, so planned episodes
+    Each segment runs STARTUP_CYCLES + cycles cycles and times the last ``cycles``: the first ones
+    absorb the workers' start-up. Planning starts right after the warm-up, so planned episodes
     are part of the measured collection."""
     base = cfg.replace(total_env_steps=10**12, eval_every_cycles=10**9, checkpoint_every_cycles=10**9,
                        planning_start_episodes=cfg.warmup_episodes, eval_episodes=1)
-    trainers = {name: Trainer(base.replace(**overrides), tmp / name) for name, (_, overrides) in SETTINGS.items()}
+    trainers = {name: Trainer(base.replace(**overrides), tmp / name) for name, (_, overrides) in settings.items()}
     steps_per_cycle = cfg.n_envs * trainers["previous"].spec.max_steps
     warm = -(-cfg.warmup_episodes // cfg.n_envs) + 1  # warm-up cycles, then one that starts planning
     for trainer in trainers.values():
         trainer.train(show_progress=False, until_env_steps=warm * steps_per_cycle)
     totals = {c: dict(wall=0.0, learner_cpu=0.0, collector_cpu=0.0, env_steps=0, optimizer_steps=0)
-              for c in SETTINGS}
+              for c in settings}
     for _ in range(rounds):
         for c, trainer in trainers.items():
             marks = []
@@ -103,8 +119,8 @@ def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
                               trainer.agent.optimizer_steps))
 
             trainer.train(show_progress=False, on_cycle=mark,
-                          until_env_steps=trainer.progress.env_steps + (cycles + 1) * steps_per_cycle)
-            (w0, l0, c0, e0, o0), (w1, l1, c1, e1, o1) = marks[0], marks[-1]
+                          until_env_steps=trainer.progress.env_steps + (STARTUP_CYCLES + cycles) * steps_per_cycle)
+            (w0, l0, c0, e0, o0), (w1, l1, c1, e1, o1) = marks[STARTUP_CYCLES - 1], marks[-1]
             t = totals[c]
             t["wall"] += w1 - w0
             t["learner_cpu"] += l1 - l0
@@ -113,8 +129,8 @@ def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
             t["optimizer_steps"] += o1 - o0
     out = {}
     for c, t in totals.items():
-        # Inline, collection is part of the learner process's CPU time; in process mode it is the child's.
-        separate = SETTINGS[c][1]["collector"] == "process"
+        # Inline, collection is part of the learner process's CPU time; otherwise it is the workers'.
+        separate = settings[c][1]["collector"] != "inline"
         total_cpu_s = t["learner_cpu"] + (t["collector_cpu"] if separate else 0)
         out[c] = {"env_steps_per_s": round(t["env_steps"] / t["wall"], 1),
                   "optimizer_steps_per_s": round(t["optimizer_steps"] / t["wall"], 2),
@@ -127,7 +143,7 @@ def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
                   # overlap can pass, only less work per env step (or more cores).
                   "all_cores_ceiling_env_steps_per_s": round(t["env_steps"] / total_cpu_s * os.cpu_count(), 1)}
     previous = out["previous"]["env_steps_per_s"]
-    for c in SETTINGS:
+    for c in settings:
         out[c]["env_steps_over_previous"] = round(out[c]["env_steps_per_s"] / previous, 2)
         out[c]["ceiling_over_previous"] = round(out[c]["all_cores_ceiling_env_steps_per_s"] / previous, 2)
     return out
@@ -135,7 +151,9 @@ def throughput(cfg: TrainConfig, rounds: int, cycles: int, tmp: Path) -> dict:
 
 def time_to_success(cfg: TrainConfig, run_dir: Path, minutes: float | None, show_progress: bool,
                     command: str) -> dict:
-    trainer = Trainer(cfg.replace(**SETTINGS["new"][1]), run_dir, command=command)
+    """Train ``cfg`` (its own collector, workers and device) from scratch until every threshold is
+    reached, or the time or step budget is spent."""
+    trainer = Trainer(cfg, run_dir, command=command)
     stop = threading.Event()
     start, cpu0 = time.perf_counter(), time.process_time()
     stopped_by = ["step budget"]
@@ -164,7 +182,7 @@ def print_tables(result: dict) -> None:
               f"per setting, alternating)")
         print(f"{'setting':<40}{'env steps/s':>12}{'x previous':>11}{'opt steps/s':>12}{'learner CPU':>12}"
               f"{'collector CPU':>14}{'total CPU':>10}{'all-cores ceiling':>19}")
-        for c, (label, _) in SETTINGS.items():
+        for c, (label, _) in result["settings"].items():
             r = tp[c]
             col = "in learner" if r["collector_process_cpu"] is None else f"{r['collector_process_cpu']:.0%}"
             ceiling = f"{r['all_cores_ceiling_env_steps_per_s']} ({r['ceiling_over_previous']}x)"
@@ -175,7 +193,10 @@ def print_tables(result: dict) -> None:
               "cores busy all the time")
     print(f"\nTime to success, {result['env']} (eval: {result['eval_episodes']} fixed episodes per point)")
     ref = result.get("reference")
-    header = f"{'rate':<6}{'mode':<8}{'new: env steps':>16}{'wall min':>10}"
+    base = result.get("two_core")
+    header = f"{'rate':<6}{'mode':<8}{result['run_label'] + ': env steps':>16}{'wall min':>10}"
+    if base:
+        header += f"{'two-core: env steps':>21}{'wall min':>10}"
     if ref:
         header += f"{'previous: env steps':>21}{'wall min':>10}"
     print(header)
@@ -183,13 +204,17 @@ def print_tables(result: dict) -> None:
     for mode in MODES:
         for thr in THRESHOLDS:
             line = f"{thr:<6}{mode:<8}" + _cells(new[mode][str(thr)], 16)
+            if base:
+                line += _cells(base["first_reach"][mode][str(thr)], 21)
             if ref:
                 line += _cells(ref["first_reach"][mode][str(thr)], 21)
             print(line)
     if ref:
         print(f"previous: {ref['source']} ({ref['note']})")
+    if base:
+        print(f"two-core: {base['env_steps']} env steps in {base['wall_s'] / 60:.1f} min, stopped by {base['stopped_by']}")
     n = result["new"]
-    print(f"new run: {n['env_steps']} env steps in {n['wall_s'] / 60:.1f} min, stopped by {n['stopped_by']}"
+    print(f"{result['run_label']} run: {n['env_steps']} env steps in {n['wall_s'] / 60:.1f} min, stopped by {n['stopped_by']}"
           + (f"; CPU: learner {n['learner_process_cpu']:.0%}, collector {n['collector_process_cpu']:.0%}"
              if n.get("learner_process_cpu") is not None else ""))
 
@@ -215,6 +240,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--run-dir", type=Path, help="keep the training run here (resumable with l3p train --resume)")
     ap.add_argument("--from-run", type=Path, help="no training: the table for this finished run's progress.csv "
                     "(its env and settings from its config.json)")
+    ap.add_argument("--device", default="cpu", help="the learner's device (cpu, cuda, auto)")
+    ap.add_argument("--collector", choices=("process", "ray"), default="process", help="where the workers run")
+    ap.add_argument("--collectors", type=int, default=1, help="rollout workers")
+    ap.add_argument("--baseline-minutes", type=float, help="after the run, train the two-core trainer from "
+                    "scratch for at most this long, for its times beside the run's")
     ap.add_argument("--quick", action="store_true", help="FetchReach with tiny networks and budgets (tests)")
     ap.add_argument("--out", type=Path, help="write the results as JSON")
     args = ap.parse_args(argv)
@@ -229,7 +259,10 @@ def main(argv: list[str] | None = None) -> dict:
                                      "eval_every_cycles": args.eval_every, "eval_episodes": args.eval_episodes,
                                      **({"total_env_steps": args.steps} if args.steps else {})})
     torch.set_num_threads(cfg.torch_threads)
-    result = {"env": cfg.env_id, "eval_episodes": cfg.eval_episodes, "thresholds": list(THRESHOLDS),
+    scaled = None if args.from_run else scaled_setting(args.device, args.collector, args.collectors)
+    settings = {**SETTINGS, **(scaled or {})}
+    result = {"env": cfg.env_id, "settings": settings, "run_label": "scaled" if scaled else "new",
+              "eval_episodes": cfg.eval_episodes, "thresholds": list(THRESHOLDS),
               "machine": {"cpus": os.cpu_count(), "load_avg_1min_at_start": round(os.getloadavg()[0], 2)},
               "config": cfg.to_dict()}
 
@@ -240,12 +273,19 @@ def main(argv: list[str] | None = None) -> dict:
                              "wall_s": rows[-1]["wall_time_s"] if rows else 0.0, "stopped_by": "its own budget"}
         else:
             result["throughput"] = {"rounds": args.rounds, "cycles": args.cycles, "cpus": os.cpu_count(),
-                                    **throughput(cfg, args.rounds, args.cycles, Path(tmp) / "throughput")}
+                                    **throughput(cfg, args.rounds, args.cycles, Path(tmp) / "throughput", settings)}
             run_dir = args.run_dir or Path(tmp) / "run"
             # Provenance names this benchmark (resumable with l3p train --resume RUN_DIR).
             command = shlex.join(["python", "benchmarks/time_to_success.py", *(sys.argv[1:] if argv is None else argv)])
-            result["new"] = time_to_success(cfg, run_dir, args.minutes, show_progress=not args.quick, command=command)
+            run_cfg = cfg.replace(**settings[result["run_label"]][1])
+            result["new"] = time_to_success(run_cfg, run_dir, args.minutes, show_progress=not args.quick,
+                                            command=command)
             rows = result["new"].pop("rows")
+            if args.baseline_minutes:
+                two_core = time_to_success(cfg.replace(**SETTINGS["new"][1]), Path(tmp) / "two_core",
+                                          args.baseline_minutes, show_progress=not args.quick, command=command)
+                two_core["first_reach"] = first_reach(two_core.pop("rows"))
+                result["two_core"] = two_core
         result["new"]["first_reach"] = first_reach(rows)
         result["curve"] = [{k: r.get(k) for k in ("env_steps", "wall_time_s", "success_policy", "success_l3p")}
                            for r in rows]

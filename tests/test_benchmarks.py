@@ -43,13 +43,19 @@ def test_swap_under_32_sessions_loses_nothing(tmp_path):
 
 
 def test_time_to_success_quick(tmp_path):
+    """One invocation (the benchmark is minutes of worker start-ups on two cores): the three two-core
+    settings, a scaled one (2 worker processes) in the rounds, and the run, on the scaled setting."""
     out = tmp_path / "tts.json"
     reference = BENCHMARKS / "reference" / "FetchPush-v4_previous_trainer_progress.csv"
-    printed = benchmark("time_to_success", "--quick", "--reference-csv", str(reference), "--out", str(out),
-                        "--run-dir", str(tmp_path / "run"), cwd=tmp_path).stdout
+    printed = benchmark("time_to_success", "--quick", "--collectors", "2", "--reference-csv", str(reference),
+                        "--out", str(out), "--run-dir", str(tmp_path / "run"), cwd=tmp_path).stdout
     result = json.loads(out.read_text())
     assert "Time to success, FetchReach-v4 (eval: 10 fixed episodes per point)" in printed
     assert "collector process, overlapped updates" in printed and "one process, one learner thread" in printed
+    assert result["run_label"] == "scaled" and "2 process worker(s), learner on cpu" in printed
+    assert result["throughput"]["scaled"]["measured_cycles"] == 2
+    assert result["throughput"]["scaled"]["collector_process_cpu"] > 0
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["config"]["collectors"] == 2
 
     provenance = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["command"]
     assert provenance.startswith("python benchmarks/time_to_success.py --quick ")
@@ -150,3 +156,15 @@ def test_start_bursts_compares_servers_side_by_side(untrained_bundle, tmp_path):
         assert abs(row["p99_over_idle"] - row["p99_ms"] / row["idle_p50_ms"]) < 1e-9
     assert 0 < rows[3]["p50_ms"] <= rows[3]["p99_ms"] and rows[3]["idle_p50_ms"] is None
     assert "4 concurrent StartEpisode calls, 1 rounds of 2 bursts, FetchReach-v4" in printed
+
+
+def test_train_throughput_compares_worker_settings_and_devices(tmp_path):
+    """A row per number of workers, relative to the first, and the update time per device."""
+    out = tmp_path / "tp.json"
+    printed = benchmark("train_throughput", "--env", "FetchReach-v4", "--collectors", "1", "2", "--cycles", "1",
+                        "--rounds", "1", "--devices", "cpu", "--out", str(out), cwd=tmp_path).stdout
+    result = json.loads(out.read_text())
+    assert set(result["workers"]) == {"1", "2"} and result["workers"]["1"]["env_steps_over_first"] == 1.0
+    assert all(r["env_steps_per_s"] > 0 and r["optimizer_steps_per_s"] > 0 for r in result["workers"].values())
+    assert list(result["update_ms"]) == ["cpu"] and result["update_ms"]["cpu"]["256"] > 0
+    assert "learner update alone (ms per optimizer step)" in printed

@@ -85,6 +85,18 @@ def test_train_arguments_make_the_config():
         train_config(parse(add_train_arguments))
 
 
+def test_placement_options_and_their_one_line_errors():
+    cfg = train_config(parse(add_train_arguments, "--env", "FetchPush-v4", "--set", "collectors=4", "--set",
+                             "device=auto", "--set", 'collector="ray"', "--ray-address", "ray://head:10001"))
+    assert (cfg.collectors, cfg.device, cfg.collector, cfg.ray_address) == (4, "auto", "ray", "ray://head:10001")
+    for bad, message in ((["collectors=0"], "collectors must be between 1 and n_envs \\(16\\), got 0"),
+                         (['device="tpu"'], "device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got 'tpu'"),
+                         (['collector="inline"', "collectors=2"], "collector 'inline' has one collector"),
+                         (["max_staleness=-1"], "max_staleness must be >= 0")):
+        with pytest.raises(TrainArgumentError, match=f"bad --set: {message}"):
+            train_config(parse(add_train_arguments, "--env", "FetchPush-v4", *[a for b in bad for a in ("--set", b)]))
+
+
 def test_planner_help_lists_every_option():
     parser = argparse.ArgumentParser()
     add_export_arguments(parser)

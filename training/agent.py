@@ -8,10 +8,15 @@ With ``cfg.overlap_updates`` the landmark-model half of step k runs in a second 
 one goes on with step k's actor and the next steps' critics and actors: both cores learn, and every
 network sees exactly the inputs and weights of the sequential order, so the losses and the whole
 run are the same (tests/test_learning_units.py, tests/test_collector.py).
+
+On a GPU (``cfg.device``) the networks, normalizer statistics and the step live on the device; the
+whole step (both halves, minus the occasional GLS refresh and cluster step) is replayed as one
+CUDA graph (training/device.py), and the losses are read once per cycle (``drain``), not per step.
 """
 from __future__ import annotations
 
 import copy
+import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -20,12 +25,19 @@ import torch
 
 from l3p.training import losses
 from l3p.training.config import TrainConfig
+from l3p.training.device import BatchUploader, GraphedStep, resolve_device
 from l3p.sim.envs import EnvSpec
 from l3p.training.gls import greedy_latent_sparsification
 from l3p.training.networks import (Actor, DistanceCritic, DistanceWithPolicy, GoalAutoEncoder, LatentClusters,
                                ValueNet)
 from l3p.training.normalizer import Normalizer
 from l3p.training.replay import Batch
+
+
+DEVICE_LOSSES = ("loss_critic", "loss_actor", "loss_value", "loss_ae")
+"""The losses of the device step, in the order it stacks them."""
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,8 +50,10 @@ class ClusterWork:
 
 
 class L3PAgent:
-    def __init__(self, cfg: TrainConfig, spec: EnvSpec):
+    def __init__(self, cfg: TrainConfig, spec: EnvSpec, device: str | None = None):
+        """``device`` overrides ``cfg.device`` (rollout workers and export act on the CPU)."""
         self.cfg, self.spec = cfg, spec
+        self.device = resolve_device(cfg.device if device is None else device)
         norm = dict(eps=cfg.norm_eps, clip_obs=cfg.clip_obs, clip_norm=cfg.clip_norm)
         self.o_norm = Normalizer(spec.obs_dim, **norm)
         self.g_norm = Normalizer(spec.goal_dim, **norm)
@@ -50,14 +64,28 @@ class L3PAgent:
         self.ae = GoalAutoEncoder(self.g_norm, spec.goal_dim, cfg.latent_dim, cfg.ae_hidden)
         self.clusters = LatentClusters(cfg.n_landmarks, cfg.latent_dim)
         self.pi_distance = DistanceWithPolicy(self.actor, self.critic)  # the planner's one batched call
+        # Built (and so initialized) on the CPU, then moved: a seed gives the same weights on any device.
+        for m in (self.actor, self.critic, self.value, self.ae, self.clusters):
+            m.to(self.device)
         # Targets share the live normalizers (deepcopy would freeze a stale copy of the statistics).
         self.actor_targ = _target_copy(self.actor)
         self.critic_targ = _target_copy(self.critic)
-        self.opt_actor = torch.optim.Adam(self.actor.net.parameters(), lr=cfg.lr_actor, fused=True)
-        self.opt_critic = torch.optim.Adam(self.critic.net.parameters(), lr=cfg.lr_critic, fused=True)
-        self.opt_value = torch.optim.Adam(self.value.net.parameters(), lr=cfg.lr_value, fused=True)
-        self.opt_ae = torch.optim.Adam(self.ae.parameters(), lr=cfg.lr_ae, fused=True)
-        self.opt_clusters = torch.optim.Adam(self.clusters.parameters(), lr=cfg.lr_clusters, fused=True)
+        on_gpu = self.device.type == "cuda"
+        # Capturable: Adam's step count and bias correction stay on the device, so a graph can replay them.
+        self._capturable = on_gpu and cfg.cuda_graph
+        adam = dict(fused=True, capturable=self._capturable)
+        self.opt_actor = torch.optim.Adam(self.actor.net.parameters(), lr=cfg.lr_actor, **adam)
+        self.opt_critic = torch.optim.Adam(self.critic.net.parameters(), lr=cfg.lr_critic, **adam)
+        self.opt_value = torch.optim.Adam(self.value.net.parameters(), lr=cfg.lr_value, **adam)
+        self.opt_ae = torch.optim.Adam(self.ae.parameters(), lr=cfg.lr_ae, **adam)
+        self.opt_clusters = torch.optim.Adam(self.clusters.parameters(), lr=cfg.lr_clusters, **adam)
+        # The second learner thread uses the CPU's second core; a GPU runs the step as one stream.
+        self._overlap = cfg.overlap_updates and not on_gpu
+        self._upload = BatchUploader(self.device) if on_gpu else None
+        self._graphed = GraphedStep(self._device_step, self.device) if self._capturable else None
+        if on_gpu and not cfg.cuda_graph:
+            log.info("CUDA graph off (cuda_graph=false): the optimizer step runs eagerly")
+        self._device_losses: list[tuple[torch.Tensor, torch.Tensor | None]] = []  # read at drain()
         self.optimizer_steps = 0
         self.clusters_ready = False
         self._cluster_batch: torch.Tensor | None = None
@@ -67,37 +95,43 @@ class L3PAgent:
     # ----- acting -----
     @torch.no_grad()
     def act(self, obs: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        return self.actor(torch.tensor(obs), torch.tensor(goal)).numpy()
+        return self.actor(self._tensor(obs), self._tensor(goal)).cpu().numpy()
 
     @torch.no_grad()
     def distance_fn(self, obs: np.ndarray, goals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        d, a = self.pi_distance(torch.tensor(obs), torch.tensor(goals))
-        return d.numpy(), a.numpy()
+        d, a = self.pi_distance(self._tensor(obs), self._tensor(goals))
+        return d.cpu().numpy(), a.cpu().numpy()
 
     @torch.no_grad()
     def value_fn(self, goal_a: np.ndarray, goal_b: np.ndarray) -> np.ndarray:
         self._wait()
         # Copies: the planner passes read-only and broadcast views, which torch cannot wrap.
-        return self.value(torch.tensor(goal_a, dtype=torch.float32), torch.tensor(goal_b, dtype=torch.float32)).numpy()
+        return self.value(self._tensor(goal_a, torch.float32), self._tensor(goal_b, torch.float32)).cpu().numpy()
 
     @torch.no_grad()
     def landmarks(self) -> np.ndarray:
         """Decoded centroids f_D(c_k): the graph's nodes, in goal space."""
         self._wait()
-        return self.ae.decode(self.clusters.centroids).numpy()
+        return self.ae.decode(self.clusters.centroids).cpu().numpy()
+
+    def _tensor(self, x: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """A copy of ``x`` on the learner's device."""
+        return torch.tensor(x, dtype=dtype, device=self.device)
 
     # ----- learning -----
     def update(self, b: Batch, clusters: ClusterWork | None = None) -> dict[str, float]:
         """One optimizer step of every learned piece. Returns the losses known now: all of them, or,
         with ``cfg.overlap_updates``, the policy half's (the landmark half's come from ``drain``)."""
         cfg = self.cfg
+        if self.device.type != "cpu":
+            return self._update_on_device(b, clusters)
         t = {k: torch.as_tensor(v) for k, v in vars(b).items()}
         loss_c = losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
                                     t["reward"], t["obs_next"], cfg.gamma, cfg.clip_return)
         _step(self.opt_critic, loss_c, self.cfg.grad_norm_clip)
         v_target = losses.value_target(self.critic, t["obs"], t["goal"], t["action"])  # D after its step
         clusters = clusters if self.clusters_ready and clusters is not None else ClusterWork()
-        if cfg.overlap_updates:
+        if self._overlap:
             if self._landmark_thread is None:
                 self._landmark_thread = ThreadPoolExecutor(1, thread_name_prefix="l3p-landmarks",
                                                            initializer=torch.set_num_threads,
@@ -112,22 +146,67 @@ class L3PAgent:
         return {"loss_critic": loss_c.item(), "loss_actor": loss_a.item(), **out}
 
     def _landmark_step(self, t: dict[str, torch.Tensor], v_target: torch.Tensor, clusters: ClusterWork) -> dict:
+        loss_v, loss_ae = self._value_and_ae_steps(t, v_target)
+        out = {"loss_value": loss_v.item(), "loss_ae": loss_ae.item()}
+        loss = self._cluster_step(clusters)
+        if loss is not None:
+            out["loss_clusters"] = loss.item()
+        return out
+
+    def _value_and_ae_steps(self, t: dict[str, torch.Tensor], v_target: torch.Tensor) -> tuple[torch.Tensor, ...]:
         loss_v = losses.value_loss(self.value, t["ag_next"], t["goal"], v_target)
         _step(self.opt_value, loss_v, self.cfg.grad_norm_clip)
         loss_ae = losses.autoencoder_loss(self.ae, self.value, t["ag"], t["goal"], self.cfg.ae_lambda)
         _step(self.opt_ae, loss_ae, self.cfg.grad_norm_clip)
-        out = {"loss_value": loss_v.item(), "loss_ae": loss_ae.item()}
+        return loss_v, loss_ae
+
+    def _cluster_step(self, clusters: ClusterWork) -> torch.Tensor | None:
+        """The cluster part (its GLS refresh reads the autoencoder, so it comes after the AE step)."""
         if clusters.refresh_goals is not None:
             self._cluster_batch = self._gls_latents(clusters.refresh_goals, self.cfg.cluster_batch,
                                                     first=clusters.refresh_first)
-        if clusters.step:
-            loss = losses.cluster_loss(self.clusters, self._cluster_batch)
-            _step(self.opt_clusters, loss, self.cfg.grad_norm_clip)
-            out["loss_clusters"] = loss.item()
-        return out
+        if not clusters.step:
+            return None
+        loss = losses.cluster_loss(self.clusters, self._cluster_batch)
+        _step(self.opt_clusters, loss, self.cfg.grad_norm_clip)
+        return loss
+
+    def _update_on_device(self, b: Batch, clusters: ClusterWork | None) -> dict[str, float]:
+        """The GPU step: the fixed-shape part as one graph replay (or eagerly), then the cluster
+        part (its GLS refresh runs on the host). Losses stay on the device until ``drain``."""
+        t = self._upload({k: v for k, v in vars(b).items()})
+        fixed = self._graphed(t) if self._graphed is not None else self._device_step(t)
+        clusters = clusters if self.clusters_ready and clusters is not None else ClusterWork()
+        loss_clusters = self._cluster_step(clusters)
+        self._device_losses.append((fixed, None if loss_clusters is None else loss_clusters.detach()))
+        self.optimizer_steps += 1
+        return {}
+
+    def _device_step(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Critic, V, autoencoder and actor steps; their losses stacked (the halves touch disjoint
+        parameters, so running V and the AE before the actor changes no result)."""
+        cfg = self.cfg
+        loss_c = losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
+                                    t["reward"], t["obs_next"], cfg.gamma, cfg.clip_return)
+        _step(self.opt_critic, loss_c, cfg.grad_norm_clip)
+        v_target = losses.value_target(self.critic, t["obs"], t["goal"], t["action"])
+        loss_v, loss_ae = self._value_and_ae_steps(t, v_target)
+        loss_a = losses.actor_loss(self.actor, self.critic, t["obs"], t["goal"], cfg.gamma, cfg.action_l2)
+        _step(self.opt_actor, loss_a, cfg.grad_norm_clip)
+        return torch.stack([loss_c, loss_a, loss_v, loss_ae]).detach()
 
     def drain(self) -> list[dict[str, float]]:
-        """Wait for the overlapped landmark-model steps; their losses, in step order."""
+        """Wait for the overlapped landmark-model steps (on a GPU: for the device); their losses,
+        in step order."""
+        if self._device_losses:
+            steps, self._device_losses = self._device_losses, []
+            rows = []
+            for fixed, cluster in steps:
+                row = dict(zip(DEVICE_LOSSES, fixed.tolist()))
+                if cluster is not None:
+                    row["loss_clusters"] = cluster.item()
+                rows.append(row)
+            return rows
         steps, self._landmark_steps = self._landmark_steps, []
         return [f.result() for f in steps]  # re-raises a failed step's exception here
 
@@ -156,13 +235,13 @@ class L3PAgent:
     @torch.no_grad()
     def _gls_indices(self, goals: np.ndarray, k: int, rng: np.random.Generator | None = None,
                      first: int | None = None) -> np.ndarray:
-        z = self.ae.encode(torch.as_tensor(goals)).numpy()
+        z = self.ae.encode(torch.as_tensor(goals, device=self.device)).cpu().numpy()
         return greedy_latent_sparsification(z, min(k, len(goals)), rng, first)
 
     @torch.no_grad()
     def _gls_latents(self, goals: np.ndarray, k: int, rng: np.random.Generator | None = None,
                      first: int | None = None) -> torch.Tensor:
-        return self.ae.encode(torch.as_tensor(goals[self._gls_indices(goals, k, rng, first)]))
+        return self.ae.encode(torch.as_tensor(goals[self._gls_indices(goals, k, rng, first)], device=self.device))
 
     @torch.no_grad()
     def init_clusters(self, replay_goals: np.ndarray, rng: np.random.Generator) -> None:
@@ -170,7 +249,7 @@ class L3PAgent:
         self._wait()
         z = self._gls_latents(replay_goals, self.cfg.n_landmarks, rng)
         self.clusters.centroids.copy_(z)
-        spread = self.ae.encode(torch.as_tensor(replay_goals)).std(0).clamp(min=1e-3)
+        spread = self.ae.encode(torch.as_tensor(replay_goals, device=self.device)).std(0).clamp(min=1e-3)
         self.clusters.log_std.copy_(torch.log(spread / np.sqrt(self.cfg.n_landmarks)))
         self._cluster_batch = self._gls_latents(replay_goals, self.cfg.cluster_batch, rng)
         self.clusters_ready = True
@@ -200,14 +279,28 @@ class L3PAgent:
                 "cluster_batch": self._cluster_batch}
 
     def load_state_dict(self, state: dict) -> None:
+        """From a checkpoint written on any device (tensors are copied onto this agent's)."""
         self._wait()
         for k, m in self.modules().items():
             m.load_state_dict(state["modules"][k])
         for k, o in self.optimizers().items():
             o.load_state_dict(state["optimizers"][k])
+            for group in o.param_groups:  # the saved flag is the writer's device's; capturable needs CUDA
+                group["capturable"] = self._capturable
         self.optimizer_steps = state["optimizer_steps"]
         self.clusters_ready = state["clusters_ready"]
-        self._cluster_batch = state["cluster_batch"]
+        batch = state["cluster_batch"]
+        self._cluster_batch = None if batch is None else batch.to(self.device)
+        if self._graphed is not None:  # the optimizer state tensors are new: capture again
+            self._graphed = GraphedStep(self._device_step, self.device)
+
+    def on_cpu(self) -> "L3PAgent":
+        """This agent, or a CPU copy of it (export traces the networks on the CPU)."""
+        if self.device.type == "cpu":
+            return self
+        agent = L3PAgent(self.cfg, self.spec, device="cpu")
+        agent.load_state_dict(self.state_dict())
+        return agent
 
 
 def _target_copy(net: torch.nn.Module) -> torch.nn.Module:

@@ -1,25 +1,31 @@
 """Episode collection: one episode on every env per request, acting with the actor or the planner.
 
 The trainer submits a request for the next cycle's episodes (a seed, warm-up or not, the planner's
-graph nodes) right after storing the current cycle's, then runs its optimizer steps. Two
+graph nodes) right after storing the current cycle's, then runs its optimizer steps. The
 collectors run the same `collect` on the weights the learner had at submission:
 
 - ``InlineCollector`` collects at once, in the trainer's process (tests, single-core machines);
-- ``ProcessCollector`` collects in a child process (torch.multiprocessing, spawn) that owns the
-  envs and reads the acting networks from shared memory, so env stepping and its inference run on
-  one core while the optimizer steps run on the other. Transitions come back through a pipe (a
-  FetchPush cycle is ~100 kB); the replay stays in the learner.
+- ``ProcessCollector`` collects in ``collectors`` child processes (torch.multiprocessing, spawn),
+  each owning its share of the envs and reading the acting networks from shared memory, so env
+  stepping and its inference run on their own cores while the optimizer steps run on the
+  learner's. Transitions come back through a pipe (a FetchPush cycle is ~100 kB); the one replay
+  stays in the learner;
+- ``RayCollector`` (training/ray_collector.py): the same workers as Ray actors, on any node of a
+  Ray cluster.
 
-Both see the same weights, seeds and graph for each request, so they fill the replay with the
-same episodes (tests/test_collector.py). gymnasium's AsyncVectorEnv was not used: it puts each env
-in a process but leaves inference, and so the per-step round trip, in the learner's.
+Inline and one worker see the same weights, seeds and graph for each request, so they fill the
+replay with the same episodes (tests/test_collector.py); N workers give one run per seed and N.
+gymnasium's AsyncVectorEnv was not used: it puts each env in a process but leaves inference, and
+so the per-step round trip, in the learner's.
 """
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 import traceback
 from dataclasses import dataclass, fields
+from multiprocessing import connection as mp_connection
 
 import numpy as np
 import torch
@@ -48,7 +54,9 @@ class Episodes:
     warmup: bool
     train_success: float
     planned_fraction: float
-    cpu_s: float                # CPU time of the collecting process, for utilisation reports
+    cpu_s: float                # CPU time of the collecting process(es), for utilisation reports
+    staleness: float = 0.0      # mean age of the weights collected on, in cycles beyond the synchronous schedule
+    workers_replaced: int = 0   # dead workers replaced while collecting these
 
     def state_dict(self) -> dict:
         """Tensors and plain numbers, so a checkpoint loads with torch.load(weights_only=True)."""
@@ -98,10 +106,11 @@ def collect(agent, env: VecGoalEnv, cfg: TrainConfig, request: CollectRequest) -
     planned: list[int] = []
     planners: list[EpisodePlanner] = []
     if request.nodes is not None and not request.warmup:
-        # The nodes are the same for every planned env: their landmark-landmark block is solved once.
-        graph = LandmarkGraph(request.nodes, agent.value_fn)
-        pcfg = cfg.planner.replace(sample_subgoal=True, prune_failed=False)
         planned = np.flatnonzero(rng.random(n) < cfg.plan_eps).tolist()
+        # The nodes are the same for every planned env: their landmark-landmark block is solved once,
+        # and not at all by a worker none of whose envs plans this cycle.
+        graph = LandmarkGraph(request.nodes, agent.value_fn) if planned else None
+        pcfg = cfg.planner.replace(sample_subgoal=True, prune_failed=False)
         planners = [EpisodePlanner(graph, goal[i], agent.value_fn, pcfg, seed=int(rng.integers(2**31)))
                     for i in planned]
 
@@ -125,7 +134,7 @@ def collect(agent, env: VecGoalEnv, cfg: TrainConfig, request: CollectRequest) -
 
 
 class CollectorError(RuntimeError):
-    """The collector process failed (its traceback is in the message) or died."""
+    """A rollout worker failed (its traceback is in the message) or died."""
 
 
 class InlineCollector:
@@ -152,74 +161,195 @@ def acting_state(agent) -> dict[str, torch.Tensor]:
             for k, v in agent.modules()[name].state_dict().items()}
 
 
-class ProcessCollector:
-    """Collects in a child process while the caller learns; weights are copied into shared memory
-    at each submission (the child reads them before it starts collecting)."""
+def worker_envs(cfg: TrainConfig) -> list[int]:
+    """How many of the cycle's ``n_envs`` envs each of the ``collectors`` workers steps."""
+    n, k = cfg.n_envs, cfg.collectors
+    return [n // k + (i < n % k) for i in range(k)]
+
+
+def split_request(request: CollectRequest, workers: int) -> list[CollectRequest]:
+    """One request per worker. One worker gets the request itself (the single-collector run); more
+    get seeds drawn from it, so a run depends on the seed and the number of workers only."""
+    if workers == 1:
+        return [request]
+    seeds = np.random.default_rng(request.seed).integers(2**62, size=workers)
+    return [dataclasses.replace(request, seed=int(s)) for s in seeds]
+
+
+def merge(parts: list[Episodes], staleness: list[int]) -> Episodes:
+    """The workers' episodes as one cycle's, in worker order; ``staleness``: each part's weights'
+    age in cycles beyond the synchronous schedule's."""
+    if len(parts) == 1:
+        return dataclasses.replace(parts[0], staleness=float(staleness[0]))
+    n = np.array([len(p.goal) for p in parts], np.float64)
+    return Episodes(
+        obs=np.concatenate([p.obs for p in parts]), ag=np.concatenate([p.ag for p in parts]),
+        goal=np.concatenate([p.goal for p in parts]), action=np.concatenate([p.action for p in parts]),
+        warmup=all(p.warmup for p in parts),
+        train_success=float(np.dot(n, [p.train_success for p in parts]) / n.sum()),
+        planned_fraction=float(np.dot(n, [p.planned_fraction for p in parts]) / n.sum()),
+        cpu_s=sum(p.cpu_s for p in parts), staleness=float(np.dot(n, staleness) / n.sum()),
+        workers_replaced=sum(p.workers_replaced for p in parts))
+
+
+class RolloutWorker:
+    """A worker's own envs and acting networks (on the CPU); ``collect`` loads the learner's weights,
+    then collects one episode per env. The same class runs in a worker process and as a Ray actor."""
+
+    def __init__(self, cfg: TrainConfig, n_envs: int):
+        from l3p.training.agent import L3PAgent  # the agent imports this module
+
+        torch.set_num_threads(1)  # one core per worker; the learner has its own
+        self.cfg = cfg
+        self.env = VecGoalEnv(cfg.env_id, n_envs, cfg.max_episode_steps)
+        self.agent = L3PAgent(cfg, self.env.spec, device="cpu")
+        self._modules = self.agent.modules()
+
+    def collect(self, weights: dict, request: CollectRequest) -> Episodes:
+        for name in ("actor", "critic", "value"):
+            prefix = f"{name}."
+            self._modules[name].load_state_dict({k[len(prefix):]: torch.as_tensor(v) for k, v in weights.items()
+                                                 if k.startswith(prefix)})
+        return collect(self.agent, self.env, self.cfg, request)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class WorkerPool:
+    """``cfg.collectors`` rollout workers sharing each cycle's envs. Synchronous by default: every
+    submission goes to every worker and ``result`` waits for all of them. With ``max_staleness``
+    k > 0 a busy worker keeps its request, and ``result`` takes the workers that are done (at least
+    one), waiting only for those whose weights would otherwise grow more than k cycles old.
+    Subclasses move the weights, requests and replies."""
 
     def __init__(self, cfg: TrainConfig, agent):
-        self.agent = agent
-        ctx = mp.get_context("spawn")  # fork would copy a torch runtime that may hold thread pools
-        self._weights = {k: v.detach().clone().share_memory_() for k, v in acting_state(agent).items()}
-        self._conn, child_conn = ctx.Pipe()
-        self._proc = ctx.Process(target=_collector_main, args=(cfg, child_conn, self._weights), daemon=True,
-                                 name="l3p-collector")
-        self._proc.start()
-        child_conn.close()
-        self.pid = self._proc.pid
+        self.cfg, self.agent = cfg, agent
+        self.workers = cfg.collectors
+        self._submissions = 0
+        self._busy: dict[int, int] = {}  # worker -> the submission whose weights it collects on
 
     def submit(self, request: CollectRequest) -> None:
-        with torch.no_grad():
-            for k, v in acting_state(self.agent).items():
-                self._weights[k].copy_(v)
-        self._conn.send(request)
+        idle = [i for i in range(self.workers) if i not in self._busy]
+        if idle:
+            parts = split_request(request, self.workers)
+            self._publish(idle)
+            for i in idle:
+                self._send(i, parts[i])
+                self._busy[i] = self._submissions
+        self._submissions += 1
 
     def result(self) -> Episodes:
+        latest = self._submissions - 1
+        age = {i: latest - v for i, v in self._busy.items()}
+        due = sorted(i for i, a in age.items() if a >= self.cfg.max_staleness)
+        done = set(due) | set(self._ready([i for i in self._busy if i not in due], block=not due))
+        order = sorted(done)
+        parts = [self._recv(i) for i in order]
+        for i in order:
+            del self._busy[i]
+        return merge(parts, [age[i] for i in order])
+
+    def close(self, wait: bool = True) -> None:
+        raise NotImplementedError
+
+    # What a subclass provides.
+    def _publish(self, workers: list[int]) -> None:
+        """Make the agent's current acting weights readable by these (idle) workers."""
+        raise NotImplementedError
+
+    def _send(self, worker: int, request: CollectRequest) -> None:
+        raise NotImplementedError
+
+    def _ready(self, workers: list[int], block: bool) -> list[int]:
+        """Those of ``workers`` with a reply waiting (with ``block``, at least one)."""
+        raise NotImplementedError
+
+    def _recv(self, worker: int) -> Episodes:
+        raise NotImplementedError
+
+
+class ProcessCollector(WorkerPool):
+    """Workers in child processes (torch.multiprocessing, spawn) while the caller learns. Each has
+    its own shared-memory copy of the acting weights, written just before its request is sent, so a
+    worker never reads weights being overwritten (and, with staleness, busy workers keep theirs)."""
+
+    def __init__(self, cfg: TrainConfig, agent):
+        super().__init__(cfg, agent)
+        ctx = mp.get_context("spawn")  # fork would copy a torch runtime that may hold thread pools
+        state = acting_state(agent)
+        self._weights, self._conns, self._procs = [], [], []
+        for i, n_envs in enumerate(worker_envs(cfg)):
+            weights = {k: v.detach().to("cpu", copy=True).share_memory_() for k, v in state.items()}
+            conn, child_conn = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, args=(cfg, n_envs, child_conn, weights), daemon=True,
+                               name=f"l3p-collector-{i}")
+            proc.start()
+            child_conn.close()
+            self._weights.append(weights)
+            self._conns.append(conn)
+            self._procs.append(proc)
+        self.pids = [p.pid for p in self._procs]
+        self.pid = self.pids[0]
+
+    def _publish(self, workers: list[int]) -> None:
+        with torch.no_grad():
+            for k, v in acting_state(self.agent).items():
+                host = v.to("cpu")  # one device-to-host copy per cycle, then one memcpy per worker
+                for i in workers:
+                    self._weights[i][k].copy_(host)
+
+    def _send(self, worker: int, request: CollectRequest) -> None:
+        self._conns[worker].send(request)
+
+    def _ready(self, workers: list[int], block: bool) -> list[int]:
+        conns = [self._conns[i] for i in workers]
+        ready = mp_connection.wait(conns, timeout=None if block else 0) if conns else []
+        return [i for i in workers if self._conns[i] in ready]
+
+    def _recv(self, worker: int) -> Episodes:
         try:
-            reply = self._conn.recv()
-        except EOFError:
-            self._proc.join(timeout=5)
-            raise CollectorError(f"the collector process exited (code {self._proc.exitcode})") from None
+            reply = self._conns[worker].recv()
+        except (EOFError, ConnectionResetError):
+            self._procs[worker].join(timeout=5)
+            raise CollectorError(f"worker {worker}: the collector process exited "
+                                 f"(code {self._procs[worker].exitcode})") from None
         if isinstance(reply, str):
-            raise CollectorError(f"the collector process failed:\n{reply}")
+            raise CollectorError(f"worker {worker}: the collector process failed:\n{reply}")
         return reply
 
     def close(self, wait: bool = True) -> None:
-        """Stop the child: after its current request (``wait``), or at once (the learner is aborting)."""
+        """Stop the workers: after their current requests (``wait``), or at once (the learner is aborting)."""
         if wait:
-            try:
-                self._conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-            self._proc.join(timeout=30)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join()
-        self._conn.close()
+            for conn in self._conns:
+                try:
+                    conn.send(None)
+                except (BrokenPipeError, OSError):
+                    pass
+            for proc in self._procs:
+                proc.join(timeout=30)
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in self._conns:
+            conn.close()
 
 
-def _collector_main(cfg: TrainConfig, conn, weights: dict[str, torch.Tensor]) -> None:
-    from l3p.training.agent import L3PAgent
-
+def _worker_main(cfg: TrainConfig, n_envs: int, conn, weights: dict[str, torch.Tensor]) -> None:
     # The learner decides when to stop (after the current cycle, with a checkpoint): a Ctrl-C sent to
     # the whole process group must not kill the collection it waits for.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    torch.set_num_threads(1)  # the other core is the learner's
-    env = VecGoalEnv(cfg.env_id, cfg.n_envs, cfg.max_episode_steps)
-    agent = L3PAgent(cfg, env.spec)
-    modules = agent.modules()
+    worker = RolloutWorker(cfg, n_envs)
     try:
         while (request := conn.recv()) is not None:
             try:
-                for name in ("actor", "critic", "value"):
-                    prefix = f"{name}."
-                    modules[name].load_state_dict({k[len(prefix):]: v for k, v in weights.items()
-                                                   if k.startswith(prefix)})
-                reply = collect(agent, env, cfg, request)
+                reply = worker.collect(weights, request)
             except Exception:  # reported to the learner, which raises it
                 reply = traceback.format_exc()
             conn.send(reply)
     except (EOFError, OSError):  # the learner is gone (or went while we answered)
         pass
     finally:
-        env.close()
+        worker.close()

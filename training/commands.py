@@ -24,7 +24,7 @@ from l3p.core.names import OPTIONS
 from l3p.core.overrides import parse_overrides
 from l3p.sim.draw import plot_landmarks
 from l3p.training.agent import L3PAgent
-from l3p.training.config import PLANNER_KEYS, TrainConfig, preset
+from l3p.training.config import PLACEMENT_KEYS, PLANNER_KEYS, TrainConfig, preset
 from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
 from l3p.training.trainer import CHECKPOINT, REPLAY, Trainer, load_checkpoint, run_provenance
 
@@ -48,7 +48,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a training config field (value as JSON; repeatable). The planner options "
-                             f"({', '.join(PLANNER_KEYS)}) set the training-time planner, e.g. --set d_max=30")
+                             f"({', '.join(PLANNER_KEYS)}) set the training-time planner, e.g. --set d_max=30. "
+                             "device=cpu|cuda|auto, collectors=N, collector=process|ray set where it runs; "
+                             f"with --resume only those ({', '.join(PLACEMENT_KEYS)}) may change")
+    parser.add_argument("--ray-address", help="with --set collector=ray: the Ray cluster to join (e.g. auto, "
+                                              "ray://head:10001); default: start a local one")
     parser.add_argument("--export", metavar="BUNDLE_DIR", help="where to write the final bundle")
     parser.add_argument("--force", action="store_true", help="start over even if the run directory holds a run")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
@@ -56,7 +60,13 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     if args.resume:
-        trainer = Trainer.resume(Path(args.resume), total_env_steps=args.steps)
+        placement = parse_overrides(args.set, "--set")
+        if args.ray_address:
+            placement["ray_address"] = args.ray_address
+        try:
+            trainer = Trainer.resume(Path(args.resume), total_env_steps=args.steps, placement=placement)
+        except (TypeError, ValueError) as exc:
+            raise TrainArgumentError(f"bad --set: {exc}") from None
         print(f"resuming {args.resume} at {trainer.progress.env_steps} env steps", file=sys.stderr)
     else:
         cfg = train_config(args)
@@ -64,7 +74,8 @@ def run_train(args: argparse.Namespace) -> int:
         if (run_dir / CHECKPOINT).exists() and not args.force:
             raise TrainArgumentError(f"{run_dir} already holds a run; use --resume {run_dir} or --force to start over")
         command = _command_line("train", [], [("--env", args.env), ("--out", args.out), ("--steps", args.steps),
-                                              ("--seed", args.seed), ("--set", args.set), ("--export", args.export),
+                                              ("--seed", args.seed), ("--set", args.set),
+                                              ("--ray-address", args.ray_address), ("--export", args.export),
                                               ("--force", args.force)])
         trainer = Trainer(cfg, run_dir, command)  # an unknown env id raises UnknownEnvError here
     with _stop_on_signals() as stop:
@@ -96,6 +107,8 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         overrides["total_env_steps"] = args.steps
     if args.seed is not None:
         overrides["seed"] = args.seed
+    if args.ray_address:
+        overrides["ray_address"] = args.ray_address
     try:
         return TrainConfig.from_dict({**preset(args.env).to_dict(), **overrides})
     except (TypeError, ValueError) as exc:

@@ -17,6 +17,14 @@ from typing import Any
 
 from l3p.core.config import PlannerConfig
 
+COLLECTORS = ("inline", "process", "ray")
+"""Where episodes are collected: in the learner's process, in worker processes, in Ray actors."""
+
+PLACEMENT_KEYS = ("device", "cuda_graph", "collector", "collectors", "max_staleness", "ray_address",
+                  "torch_threads", "overlap_updates")
+"""Where and how a run executes, not what it learns: a resumed run may change them (a run started
+on a laptop continues on a GPU node with Ray workers)."""
+
 PLANNER_KEYS = tuple(f.name for f in dataclasses.fields(PlannerConfig) if f.name != "mode")
 """Planner options accepted as top-level config keys (the mode is chosen per use, not configured)."""
 
@@ -25,10 +33,26 @@ PLANNER_KEYS = tuple(f.name for f in dataclasses.fields(PlannerConfig) if f.name
 class TrainConfig:
     env_id: str = "FetchPush-v4"
     seed: int = 0
-    # "process": episodes are collected in a second process while this one learns (one core each;
-    # torch_threads is the learner's, the collector uses 1); "inline": one process, collection
-    # first, then the updates. Both give the same run (tests/test_collector.py).
+    # "process": episodes are collected in worker processes while this one learns (torch_threads
+    # is the learner's, each worker uses 1); "inline": one process, collection first, then the
+    # updates; "ray": the workers are Ray actors on a Ray cluster (pip install '.[ray]';
+    # ray_address). Inline and one process worker give the same run (tests/test_collector.py).
     collector: str = "process"
+    # Rollout workers (process or ray): each steps its share of the n_envs envs with its own copy
+    # of the acting networks; all episodes go to the learner's one replay.
+    collectors: int = 1
+    # 0: synchronous, every cycle stores every worker's episodes collected on the previous cycle's
+    # weights (a run is reproducible for a fixed seed and number of workers). k > 0: the learner
+    # stores whichever workers' episodes are ready and goes on, waiting only for a worker whose
+    # weights are more than k cycles old; the mean age is logged ("staleness" in progress.csv).
+    max_staleness: int = 0
+    ray_address: str | None = None      # Ray cluster to join ("auto", "ray://head:10001"); None: a local one
+    # The learner's torch device: "cpu", "cuda", "cuda:N" or "auto" (cuda when available). Workers
+    # and export always run on the CPU.
+    device: str = "cpu"
+    # On CUDA, replay each optimizer step as one captured CUDA graph (capturable Adam); False, or a
+    # capture that fails (the reason is logged), runs it eagerly.
+    cuda_graph: bool = True
     # The landmark model's half of each optimizer step (V, autoencoder, clusters) runs in a second
     # learner thread beside the policy half (critic, actor): same results, both cores learning
     # (training/agent.py). torch_threads is each thread's intra-op pool.
@@ -100,8 +124,16 @@ class TrainConfig:
     checkpoint_every_cycles: int = 25
 
     def __post_init__(self) -> None:
-        if self.collector not in ("inline", "process"):
-            raise ValueError(f"collector must be 'inline' or 'process', got {self.collector!r}")
+        if self.collector not in COLLECTORS:
+            raise ValueError(f"collector must be one of {', '.join(COLLECTORS)}, got {self.collector!r}")
+        if not 1 <= self.collectors <= self.n_envs:
+            raise ValueError(f"collectors must be between 1 and n_envs ({self.n_envs}), got {self.collectors!r}")
+        if self.collector == "inline" and self.collectors != 1:
+            raise ValueError("collector 'inline' has one collector; use 'process' or 'ray' for more")
+        if self.max_staleness < 0:
+            raise ValueError(f"max_staleness must be >= 0, got {self.max_staleness!r}")
+        if not (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:")):
+            raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
         if self.eval_pairs not in ("random", "far"):
             raise ValueError(f"eval_pairs must be 'random' or 'far', got {self.eval_pairs!r}")
         if self.max_episode_steps is not None and self.max_episode_steps < 2:

@@ -109,7 +109,9 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
                   planner_overrides: dict | None = None, landmarks: np.ndarray | None = None) -> Path:
     """Write the bundle. ``planner_overrides`` change the served planner defaults (validated; recorded
     in the provenance), e.g. a local horizon chosen on validation episodes. ``landmarks`` replace
-    the decoded cluster centroids (e.g. `gls_landmarks`); the provenance should say so."""
+    the decoded cluster centroids (e.g. `gls_landmarks`); the provenance should say so. The graphs
+    are traced from a CPU copy of a GPU learner: the same bundle whatever the training device."""
+    agent = agent.on_cpu()
     cfg = agent.cfg
     if landmarks is None and not agent.clusters_ready:
         raise ExportError("the run has no landmarks yet (planning had not started); train longer "
@@ -217,7 +219,7 @@ def agent_from_checkpoint(state: dict) -> L3PAgent:
     env = make_env(cfg.env_id)
     spec = env_spec(env)
     env.close()
-    agent = L3PAgent(cfg, spec)
+    agent = L3PAgent(cfg, spec, device="cpu")  # export runs on the CPU, whatever the run trained on
     agent.load_state_dict(state["agent"])
     return agent
 

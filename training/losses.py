@@ -60,5 +60,5 @@ def cluster_loss(clusters: LatentClusters, z: torch.Tensor) -> torch.Tensor:
     q = log_q.exp()
     n = log_lik.shape[-1]
     expected_ll = (q * log_lik).sum(-1)
-    kl = (q * (log_q + torch.log(torch.tensor(float(n))))).sum(-1)
+    kl = (q * (log_q + torch.log(torch.full((), float(n), device=q.device)))).sum(-1)
     return (kl - expected_ll).mean()

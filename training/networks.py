@@ -28,7 +28,8 @@ def mlp(inp: int, out: int, hidden: int, layers: int) -> nn.Sequential:
 
 def q_from_distance(d: torch.Tensor, gamma: float) -> torch.Tensor:
     """Q = −(1 − γ^D)/(1 − γ): the discounted return of D steps of reward −1."""
-    return -(1.0 - torch.pow(torch.as_tensor(gamma, dtype=d.dtype), d)) / (1.0 - gamma)
+    # Constants are filled on d's device: a CUDA graph cannot capture a host-to-device copy.
+    return -(1.0 - torch.pow(torch.full((), gamma, dtype=d.dtype, device=d.device), d)) / (1.0 - gamma)
 
 
 class Actor(nn.Module):
@@ -97,7 +98,7 @@ class LatentClusters(nn.Module):
         """log N(z | c_k, σ) for every latent and centroid: [B, N]."""
         var = torch.exp(2 * self.log_std)
         sq = ((z[:, None, :] - self.centroids[None]) ** 2 / var).sum(-1)
-        log_norm = self.log_std.sum() + 0.5 * z.shape[-1] * torch.log(torch.tensor(2 * torch.pi))
+        log_norm = self.log_std.sum() + 0.5 * z.shape[-1] * torch.log(torch.full((), 2 * torch.pi, device=z.device))
         return -0.5 * sq - log_norm
 
 

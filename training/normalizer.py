@@ -24,8 +24,8 @@ class Normalizer(nn.Module):
     @torch.no_grad()
     def update(self, x: np.ndarray) -> None:
         x = np.clip(np.asarray(x, dtype=np.float64).reshape(-1, self.mean.shape[0]), -self.clip_obs, self.clip_obs)
-        self.total += torch.from_numpy(x.sum(axis=0))
-        self.total_sq += torch.from_numpy((x * x).sum(axis=0))
+        self.total += torch.from_numpy(x.sum(axis=0)).to(self.total.device)
+        self.total_sq += torch.from_numpy((x * x).sum(axis=0)).to(self.total.device)
         self.count += x.shape[0]
         mean = self.total / self.count
         var = torch.clamp(self.total_sq / self.count - mean * mean, min=self.eps**2)

@@ -9,20 +9,22 @@ hindsight-relabelled batches plus latent-cluster steps and soft-updates the targ
 ``"inline"`` it runs first, in this one. Both give the same run. Every few cycles it evaluates
 (success with the policy alone and with the planner), logs a CSV row, redraws the learning curve,
 and writes a checkpoint that ``--resume`` continues exactly (it holds the collected, not yet
-stored, episodes of the next cycle).
+stored, episodes of the next cycle). ``collectors`` workers (processes, or Ray actors with
+``collector="ray"``) share a cycle's envs; the learner runs on ``device`` (training/device.py).
 """
 from __future__ import annotations
 
 import contextlib
 import csv
 import dataclasses
+import json
 import os
 import platform
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -35,8 +37,9 @@ from l3p.sim import mazes
 from l3p.sim.draw import plot_landmarks, plot_learning_curve
 from l3p.sim.envs import VecGoalEnv, evaluation_env_id
 from l3p.training.agent import L3PAgent
-from l3p.training.collector import CollectRequest, Episodes, InlineCollector, ProcessCollector, planned_actions
-from l3p.training.config import TrainConfig
+from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, WorkerPool,
+                                    planned_actions)
+from l3p.training.config import PLACEMENT_KEYS, TrainConfig
 from l3p.training.replay import EpisodeReplay
 
 CHECKPOINT = "checkpoint.pt"
@@ -52,7 +55,8 @@ class Progress:
     cycle: int = 0
     env_steps: int = 0
     wall_time_s: float = 0.0
-    collector_cpu_s: float = 0.0  # CPU time spent collecting (in the collector process or inline)
+    collector_cpu_s: float = 0.0  # CPU time spent collecting (in the workers, or inline)
+    workers_replaced: int = 0     # rollout workers that died and were replaced (Ray)
     history: list[dict] = field(default_factory=list)
 
 
@@ -110,7 +114,7 @@ class Trainer:
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
                                     self.spec.goal_dim, self.spec.action_dim)
         self.progress = Progress()
-        self._collector: InlineCollector | ProcessCollector | None = None  # open while training
+        self._collector: InlineCollector | WorkerPool | None = None  # open while training
         self._pending: Episodes | None = None  # collected for the next cycle, not stored yet
 
     # ----- collection -----
@@ -137,6 +141,7 @@ class Trainer:
         self.agent.o_norm.update(episodes.obs)
         self.agent.g_norm.update(np.concatenate([episodes.ag.reshape(-1, self.spec.goal_dim), episodes.goal]))
         self.progress.collector_cpu_s += episodes.cpu_s
+        self.progress.workers_replaced += episodes.workers_replaced
 
     @contextlib.contextmanager
     def _collecting(self):
@@ -145,6 +150,10 @@ class Trainer:
         uninterrupted run would have."""
         if self.cfg.collector == "process":
             self._collector = ProcessCollector(self.cfg, self.agent)
+        elif self.cfg.collector == "ray":
+            from l3p.training.ray_collector import RayCollector  # Ray is an optional extra
+
+            self._collector = RayCollector(self.cfg, self.agent)
         else:
             self._collector = InlineCollector(self.cfg, self.env, self.agent)
         finished = False
@@ -173,14 +182,21 @@ class Trainer:
         os.replace(tmp_ckpt, self.run_dir / CHECKPOINT)
 
     @classmethod
-    def resume(cls, run_dir: Path, total_env_steps: int | None = None) -> "Trainer":
-        """Continue exactly where the last checkpoint left off (optionally with a larger budget)."""
+    def resume(cls, run_dir: Path, total_env_steps: int | None = None,
+               placement: dict[str, Any] | None = None) -> "Trainer":
+        """Continue exactly where the last checkpoint left off (optionally with a larger budget), on
+        the same or another device and workers (``placement``: `PLACEMENT_KEYS` only)."""
         state = load_checkpoint(run_dir)
-        cfg = TrainConfig.from_dict(state["config"])
+        placement = placement or {}
+        if unknown := sorted(set(placement) - set(PLACEMENT_KEYS)):
+            raise CheckpointError(f"a resumed run keeps its config; only {', '.join(PLACEMENT_KEYS)} may change, "
+                                  f"not {', '.join(unknown)}")
+        cfg = TrainConfig.from_dict(state["config"]).replace(**placement)
         if total_env_steps is not None:
             cfg = cfg.replace(total_env_steps=total_env_steps)
         # Provenance names every leg of the run: the first command, then each continuation.
-        resumed = f"l3p train --resume {run_dir}" + (f" --steps {total_env_steps}" if total_env_steps is not None else "")
+        resumed = (f"l3p train --resume {run_dir}" + (f" --steps {total_env_steps}" if total_env_steps is not None else "")
+                   + "".join(f" --set {k}={json.dumps(v)}" for k, v in placement.items()))
         trainer = cls(cfg, run_dir, command=f"{state['command']} && {resumed}")
         trainer.agent.load_state_dict(state["agent"])
         trainer.rng.bit_generator.state = state["rng"]
@@ -209,7 +225,6 @@ class Trainer:
         target = cfg.total_env_steps if until_env_steps is None else min(until_env_steps, cfg.total_env_steps)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(self.cfg.dumps())
-        steps_per_cycle = cfg.n_envs * self.spec.max_steps
         bar = tqdm(total=target, initial=p.env_steps, unit="step", disable=not show_progress,
                    dynamic_ncols=True, desc=cfg.env_id)
         metrics: dict[str, list[float]] = {}
@@ -219,6 +234,8 @@ class Trainer:
                 episodes, self._pending = self._next_episodes(), None
                 self._store(episodes)
                 _add(metrics, {"train_success": episodes.train_success, "planned_fraction": episodes.planned_fraction})
+                if cfg.max_staleness:
+                    _add(metrics, {"staleness": episodes.staleness})
                 if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
                     agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
                 # The next cycle's episodes are collected on these weights while the updates run
@@ -236,9 +253,11 @@ class Trainer:
                     if not cfg.target_update_every:
                         agent.update_targets()
                 p.cycle += 1
-                p.env_steps += steps_per_cycle
+                # n_envs episodes, or fewer when the learner runs ahead of slow workers (max_staleness)
+                steps = len(episodes.goal) * self.spec.max_steps
+                p.env_steps += steps
                 p.wall_time_s += time.perf_counter() - t0
-                bar.update(steps_per_cycle)
+                bar.update(steps)
                 if on_cycle is not None:
                     on_cycle(p)
 
