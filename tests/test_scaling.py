@@ -4,7 +4,6 @@ without a GPU, with the reason)."""
 from __future__ import annotations
 
 import csv
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -22,30 +21,26 @@ from test_training_run import params, tiny_cfg
 
 OLD_RUN = Path(__file__).parent / "data" / "old_run"
 # Written by the trainer before devices and workers existed (tiny FetchReach, 4 cycles, inline, no
-# overlap), and the digest of its weights and replay after that trainer resumed it to 6 cycles.
-OLD_RUN_RESUMED_DIGEST = "fe00de96fc4f53bbcae77598de0bb644d7e674061920d3c2beaa9fe20536b7d9"
+# overlap); beside it, that trainer's weights and replay after it resumed the run to 6 cycles.
+OLD_RUN_RESUMED = OLD_RUN.parent / "old_run_resumed.npz"
 NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason=f"no CUDA device (torch {torch.__version__}, CUDA build: {torch.version.cuda})")
 
 
-def run_digest(trainer: Trainer) -> str:
-    h = hashlib.sha256()
-    p = params(trainer)
-    for k in sorted(p):
-        h.update(k.encode())
-        h.update(np.ascontiguousarray(p[k]).tobytes())
-    for name in ("obs", "ag", "goal", "action"):
-        h.update(getattr(trainer.replay, name).tobytes())
-    return h.hexdigest()
-
-
-def test_an_old_checkpoint_resumes_to_the_previous_trainers_exact_run(tmp_path):
+def test_an_old_checkpoint_resumes_to_the_previous_trainers_run(tmp_path):
+    """The same weights and episodes as the previous trainer's resume: bit for bit on the machine
+    that wrote the expectation, within float rounding elsewhere (other CPUs take other kernels)."""
     run = shutil.copytree(OLD_RUN, tmp_path / "run")
     resumed = Trainer.resume(run, total_env_steps=6 * 100)
     assert resumed.cfg.device == "cpu" and resumed.cfg.collectors == 1  # defaults for keys it never had
     resumed.train(show_progress=False)
-    assert resumed.agent.optimizer_steps == 20
-    assert run_digest(resumed) == OLD_RUN_RESUMED_DIGEST
+    expected = np.load(OLD_RUN_RESUMED)
+    assert resumed.agent.optimizer_steps == int(expected["optimizer_steps"]) == 20
+    got = {f"param/{k}": v for k, v in params(resumed).items()}
+    got.update({f"replay/{name}": getattr(resumed.replay, name) for name in ("obs", "ag", "goal", "action")})
+    assert sorted(got) == sorted(k for k in expected.files if k != "optimizer_steps")
+    for key, value in got.items():
+        np.testing.assert_allclose(value, expected[key], rtol=1e-4, atol=1e-5, err_msg=key)
 
 
 def test_n_workers_give_one_run_per_seed_and_n(tmp_path):
