@@ -154,3 +154,12 @@ def test_ray_workers_without_ray_installed_are_a_one_line_error(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "collector 'ray' needs the 'ray' extra (missing module 'ray'): pip install 'l3p-service[ray]'" in r.stderr
     assert not (tmp_path / "run" / CHECKPOINT).exists()
+
+
+def test_a_ray_address_without_ray_workers_is_refused(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "l3p", "train", "--env", "FetchReach-v4", "--out", "run", "--steps", "200",
+                        "--no-progress", "--ray-address", "auto"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "l3p train: error: --ray-address needs --set collector=ray (this run's collector is 'process')" in r.stderr
+    assert not (tmp_path / "run").exists()

@@ -67,9 +67,11 @@ def run_train(args: argparse.Namespace) -> int:
             trainer = Trainer.resume(Path(args.resume), total_env_steps=args.steps, placement=placement)
         except (TypeError, ValueError) as exc:
             raise TrainArgumentError(f"bad --set: {exc}") from None
+        _check_ray_address(args, trainer.cfg)
         print(f"resuming {args.resume} at {trainer.progress.env_steps} env steps", file=sys.stderr)
     else:
         cfg = train_config(args)
+        _check_ray_address(args, cfg)
         run_dir = Path(args.out or f"runs/{cfg.env_id}")
         if (run_dir / CHECKPOINT).exists() and not args.force:
             raise TrainArgumentError(f"{run_dir} already holds a run; use --resume {run_dir} or --force to start over")
@@ -96,6 +98,11 @@ def run_train(args: argparse.Namespace) -> int:
     _add_plots(trainer.run_dir, bundle_dir, trainer.agent)
     print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
     return 0
+
+
+def _check_ray_address(args: argparse.Namespace, cfg: TrainConfig) -> None:
+    if args.ray_address and cfg.collector != "ray":
+        raise TrainArgumentError(f"--ray-address needs --set collector=ray (this run's collector is {cfg.collector!r})")
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
