@@ -37,7 +37,7 @@ A server hosting several models (``l3p serve --models DIR``): name one per clien
 names none gets the server's default model::
 
     arm = PlannerClient("planner:50051", model="FetchPush-v4")
-    names = [m.info.model for m in arm.list_models().models]
+    names = [m.info.model for m in arm.list_models().models if m.loaded]
 
 A server with TLS and tokens (``l3p serve --tls-cert ... --auth-token-file ...``)::
 

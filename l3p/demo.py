@@ -110,7 +110,7 @@ def run_demo(args: argparse.Namespace) -> int:
             server.start()
             server.wait_ready(args.ready_timeout)
             with PlannerClient(server.target) as client:
-                served = [m.info.model for m in client.list_models().models]
+                served = [m.info.model for m in client.list_models().models if m.loaded]
             print(f"server ready on {server.target}, serving {', '.join(served)}", file=sys.stderr,
                   flush=True)
             names = args.model or sorted(served, key=lambda name: name != DEFAULT_MODEL)

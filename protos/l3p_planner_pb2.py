@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cl3p/protos/l3p_planner.proto\x12\x06l3p.v1\"$\n\x13GetModelInfoRequest\x12\r\n\x05model\x18\x01 \x01(\t\"\xd9\x01\n\x0fPlannerDefaults\x12\x13\n\x0bn_landmarks\x18\x01 \x01(\x05\x12\r\n\x05\x64_max\x18\x02 \x01(\x01\x12\x13\n\x0btemperature\x18\x03 \x01(\x01\x12\"\n\x06search\x18\x04 \x01(\x0e\x32\x12.l3p.v1.SearchKind\x12\x19\n\x11search_iterations\x18\x05 \x01(\x05\x12\x15\n\rlocal_horizon\x18\x06 \x01(\x01\x12!\n\x04mode\x18\x07 \x01(\x0e\x32\x13.l3p.v1.PlannerMode\x12\x14\n\x0cprune_failed\x18\x08 \x01(\x08\"\xc8\x02\n\tModelInfo\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\t\x12\x0f\n\x07obs_dim\x18\x02 \x01(\x05\x12\x10\n\x08goal_dim\x18\x03 \x01(\x05\x12\x12\n\naction_dim\x18\x04 \x01(\x05\x12\x12\n\naction_low\x18\x05 \x03(\x02\x12\x13\n\x0b\x61\x63tion_high\x18\x06 \x03(\x02\x12\x13\n\x0bn_landmarks\x18\x07 \x01(\x05\x12\x16\n\x0e\x66ormat_version\x18\x08 \x01(\x05\x12\x15\n\rbundle_sha256\x18\t \x01(\t\x12\r\n\x05gamma\x18\n \x01(\x01\x12)\n\x08\x64\x65\x66\x61ults\x18\x0b \x01(\x0b\x32\x17.l3p.v1.PlannerDefaults\x12\x17\n\x0fprovenance_json\x18\x0c \x01(\t\x12\r\n\x05model\x18\r \x01(\t\x12\x0f\n\x07version\x18\x0e \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x0f \x01(\x03\"\x13\n\x11ListModelsRequest\"t\n\x0bModelStatus\x12\x1f\n\x04info\x18\x01 \x01(\x0b\x32\x11.l3p.v1.ModelInfo\x12\x15\n\rlive_sessions\x18\x02 \x01(\x05\x12\x19\n\x11\x64raining_versions\x18\x03 \x03(\t\x12\x12\n\nlast_error\x18\x04 \x01(\t\"P\n\x12ListModelsResponse\x12\x15\n\rdefault_model\x18\x01 \x01(\t\x12#\n\x06models\x18\x02 \x03(\x0b\x32\x13.l3p.v1.ModelStatus\"\x15\n\x13ReloadModelsRequest\"J\n\tModelLoad\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06loaded\x18\x03 \x01(\x08\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"8\n\x14ReloadModelsResponse\x12 \n\x05loads\x18\x01 \x03(\x0b\x32\x11.l3p.v1.ModelLoad\"\xc5\x02\n\x0e\x45pisodeOptions\x12!\n\x04mode\x18\x01 \x01(\x0e\x32\x13.l3p.v1.PlannerMode\x12\x12\n\x05\x64_max\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x18\n\x0btemperature\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\"\n\x06search\x18\x04 \x01(\x0e\x32\x12.l3p.v1.SearchKind\x12\x11\n\x04seed\x18\x05 \x01(\x04H\x02\x88\x01\x01\x12\x1a\n\rlocal_horizon\x18\x06 \x01(\x01H\x03\x88\x01\x01\x12\x1b\n\x0esample_subgoal\x18\x07 \x01(\x08H\x04\x88\x01\x01\x12\x19\n\x0cprune_failed\x18\x08 \x01(\x08H\x05\x88\x01\x01\x42\x08\n\x06_d_maxB\x0e\n\x0c_temperatureB\x07\n\x05_seedB\x10\n\x0e_local_horizonB\x11\n\x0f_sample_subgoalB\x0f\n\r_prune_failed\"[\n\x13StartEpisodeRequest\x12\x0c\n\x04goal\x18\x01 \x03(\x02\x12\'\n\x07options\x18\x02 \x01(\x0b\x32\x16.l3p.v1.EpisodeOptions\x12\r\n\x05model\x18\x03 \x01(\t\"y\n\x14StartEpisodeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0bn_landmarks\x18\x02 \x01(\x05\x12\x18\n\x10landmark_to_goal\x18\x03 \x03(\x02\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\t\"5\n\nActRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0bobservation\x18\x02 \x03(\x02\"\x93\x01\n\x0b\x41\x63tResponse\x12\x0e\n\x06\x61\x63tion\x18\x01 \x03(\x02\x12\x0f\n\x07subgoal\x18\x02 \x03(\x02\x12\x15\n\rsubgoal_index\x18\x03 \x01(\x05\x12\x11\n\treplanned\x18\x04 \x01(\x08\x12\x0f\n\x07\x63ounter\x18\x05 \x01(\x05\x12\x0c\n\x04step\x18\x06 \x01(\x05\x12\x1a\n\x12\x65stimated_distance\x18\x07 \x01(\x02\"\'\n\x11\x45ndEpisodeRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"4\n\x12\x45ndEpisodeResponse\x12\r\n\x05steps\x18\x01 \x01(\x05\x12\x0f\n\x07replans\x18\x02 \x01(\x05\"p\n\x0e\x43ontrolRequest\x12,\n\x05start\x18\x01 \x01(\x0b\x32\x1b.l3p.v1.StartEpisodeRequestH\x00\x12)\n\x0bobservation\x18\x02 \x01(\x0b\x32\x12.l3p.v1.ActRequestH\x00\x42\x05\n\x03msg\"p\n\x0f\x43ontrolResponse\x12/\n\x07started\x18\x01 \x01(\x0b\x32\x1c.l3p.v1.StartEpisodeResponseH\x00\x12%\n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x13.l3p.v1.ActResponseH\x00\x42\x05\n\x03msg*r\n\x0bPlannerMode\x12\x1c\n\x18PLANNER_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10PLANNER_MODE_L3P\x10\x01\x12\x16\n\x12PLANNER_MODE_NAIVE\x10\x02\x12\x17\n\x13PLANNER_MODE_POLICY\x10\x03*r\n\nSearchKind\x12\x1b\n\x17SEARCH_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10SEARCH_KIND_SOFT\x10\x01\x12\x14\n\x10SEARCH_KIND_HARD\x10\x02\x12\x1b\n\x17SEARCH_KIND_EXPECTATION\x10\x03\x32\xd9\x03\n\x07Planner\x12>\n\x0cGetModelInfo\x12\x1b.l3p.v1.GetModelInfoRequest\x1a\x11.l3p.v1.ModelInfo\x12I\n\x0cStartEpisode\x12\x1b.l3p.v1.StartEpisodeRequest\x1a\x1c.l3p.v1.StartEpisodeResponse\x12.\n\x03\x41\x63t\x12\x12.l3p.v1.ActRequest\x1a\x13.l3p.v1.ActResponse\x12\x43\n\nEndEpisode\x12\x19.l3p.v1.EndEpisodeRequest\x1a\x1a.l3p.v1.EndEpisodeResponse\x12>\n\x07\x43ontrol\x12\x16.l3p.v1.ControlRequest\x1a\x17.l3p.v1.ControlResponse(\x01\x30\x01\x12\x43\n\nListModels\x12\x19.l3p.v1.ListModelsRequest\x1a\x1a.l3p.v1.ListModelsResponse\x12I\n\x0cReloadModels\x12\x1b.l3p.v1.ReloadModelsRequest\x1a\x1c.l3p.v1.ReloadModelsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cl3p/protos/l3p_planner.proto\x12\x06l3p.v1\"$\n\x13GetModelInfoRequest\x12\r\n\x05model\x18\x01 \x01(\t\"\xd9\x01\n\x0fPlannerDefaults\x12\x13\n\x0bn_landmarks\x18\x01 \x01(\x05\x12\r\n\x05\x64_max\x18\x02 \x01(\x01\x12\x13\n\x0btemperature\x18\x03 \x01(\x01\x12\"\n\x06search\x18\x04 \x01(\x0e\x32\x12.l3p.v1.SearchKind\x12\x19\n\x11search_iterations\x18\x05 \x01(\x05\x12\x15\n\rlocal_horizon\x18\x06 \x01(\x01\x12!\n\x04mode\x18\x07 \x01(\x0e\x32\x13.l3p.v1.PlannerMode\x12\x14\n\x0cprune_failed\x18\x08 \x01(\x08\"\xc8\x02\n\tModelInfo\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\t\x12\x0f\n\x07obs_dim\x18\x02 \x01(\x05\x12\x10\n\x08goal_dim\x18\x03 \x01(\x05\x12\x12\n\naction_dim\x18\x04 \x01(\x05\x12\x12\n\naction_low\x18\x05 \x03(\x02\x12\x13\n\x0b\x61\x63tion_high\x18\x06 \x03(\x02\x12\x13\n\x0bn_landmarks\x18\x07 \x01(\x05\x12\x16\n\x0e\x66ormat_version\x18\x08 \x01(\x05\x12\x15\n\rbundle_sha256\x18\t \x01(\t\x12\r\n\x05gamma\x18\n \x01(\x01\x12)\n\x08\x64\x65\x66\x61ults\x18\x0b \x01(\x0b\x32\x17.l3p.v1.PlannerDefaults\x12\x17\n\x0fprovenance_json\x18\x0c \x01(\t\x12\r\n\x05model\x18\r \x01(\t\x12\x0f\n\x07version\x18\x0e \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x0f \x01(\x03\"\x13\n\x11ListModelsRequest\"\x84\x01\n\x0bModelStatus\x12\x1f\n\x04info\x18\x01 \x01(\x0b\x32\x11.l3p.v1.ModelInfo\x12\x15\n\rlive_sessions\x18\x02 \x01(\x05\x12\x19\n\x11\x64raining_versions\x18\x03 \x03(\t\x12\x12\n\nlast_error\x18\x04 \x01(\t\x12\x0e\n\x06loaded\x18\x05 \x01(\x08\"P\n\x12ListModelsResponse\x12\x15\n\rdefault_model\x18\x01 \x01(\t\x12#\n\x06models\x18\x02 \x03(\x0b\x32\x13.l3p.v1.ModelStatus\"\x15\n\x13ReloadModelsRequest\"J\n\tModelLoad\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06loaded\x18\x03 \x01(\x08\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"8\n\x14ReloadModelsResponse\x12 \n\x05loads\x18\x01 \x03(\x0b\x32\x11.l3p.v1.ModelLoad\"\xc5\x02\n\x0e\x45pisodeOptions\x12!\n\x04mode\x18\x01 \x01(\x0e\x32\x13.l3p.v1.PlannerMode\x12\x12\n\x05\x64_max\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x18\n\x0btemperature\x18\x03 \x01(\x01H\x01\x88\x01\x01\x12\"\n\x06search\x18\x04 \x01(\x0e\x32\x12.l3p.v1.SearchKind\x12\x11\n\x04seed\x18\x05 \x01(\x04H\x02\x88\x01\x01\x12\x1a\n\rlocal_horizon\x18\x06 \x01(\x01H\x03\x88\x01\x01\x12\x1b\n\x0esample_subgoal\x18\x07 \x01(\x08H\x04\x88\x01\x01\x12\x19\n\x0cprune_failed\x18\x08 \x01(\x08H\x05\x88\x01\x01\x42\x08\n\x06_d_maxB\x0e\n\x0c_temperatureB\x07\n\x05_seedB\x10\n\x0e_local_horizonB\x11\n\x0f_sample_subgoalB\x0f\n\r_prune_failed\"[\n\x13StartEpisodeRequest\x12\x0c\n\x04goal\x18\x01 \x03(\x02\x12\'\n\x07options\x18\x02 \x01(\x0b\x32\x16.l3p.v1.EpisodeOptions\x12\r\n\x05model\x18\x03 \x01(\t\"y\n\x14StartEpisodeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0bn_landmarks\x18\x02 \x01(\x05\x12\x18\n\x10landmark_to_goal\x18\x03 \x03(\x02\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\t\"5\n\nActRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0bobservation\x18\x02 \x03(\x02\"\x93\x01\n\x0b\x41\x63tResponse\x12\x0e\n\x06\x61\x63tion\x18\x01 \x03(\x02\x12\x0f\n\x07subgoal\x18\x02 \x03(\x02\x12\x15\n\rsubgoal_index\x18\x03 \x01(\x05\x12\x11\n\treplanned\x18\x04 \x01(\x08\x12\x0f\n\x07\x63ounter\x18\x05 \x01(\x05\x12\x0c\n\x04step\x18\x06 \x01(\x05\x12\x1a\n\x12\x65stimated_distance\x18\x07 \x01(\x02\"\'\n\x11\x45ndEpisodeRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"4\n\x12\x45ndEpisodeResponse\x12\r\n\x05steps\x18\x01 \x01(\x05\x12\x0f\n\x07replans\x18\x02 \x01(\x05\"p\n\x0e\x43ontrolRequest\x12,\n\x05start\x18\x01 \x01(\x0b\x32\x1b.l3p.v1.StartEpisodeRequestH\x00\x12)\n\x0bobservation\x18\x02 \x01(\x0b\x32\x12.l3p.v1.ActRequestH\x00\x42\x05\n\x03msg\"p\n\x0f\x43ontrolResponse\x12/\n\x07started\x18\x01 \x01(\x0b\x32\x1c.l3p.v1.StartEpisodeResponseH\x00\x12%\n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x13.l3p.v1.ActResponseH\x00\x42\x05\n\x03msg*r\n\x0bPlannerMode\x12\x1c\n\x18PLANNER_MODE_UNSPECIFIED\x10\x00\x12\x14\n\x10PLANNER_MODE_L3P\x10\x01\x12\x16\n\x12PLANNER_MODE_NAIVE\x10\x02\x12\x17\n\x13PLANNER_MODE_POLICY\x10\x03*r\n\nSearchKind\x12\x1b\n\x17SEARCH_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10SEARCH_KIND_SOFT\x10\x01\x12\x14\n\x10SEARCH_KIND_HARD\x10\x02\x12\x1b\n\x17SEARCH_KIND_EXPECTATION\x10\x03\x32\xd9\x03\n\x07Planner\x12>\n\x0cGetModelInfo\x12\x1b.l3p.v1.GetModelInfoRequest\x1a\x11.l3p.v1.ModelInfo\x12I\n\x0cStartEpisode\x12\x1b.l3p.v1.StartEpisodeRequest\x1a\x1c.l3p.v1.StartEpisodeResponse\x12.\n\x03\x41\x63t\x12\x12.l3p.v1.ActRequest\x1a\x13.l3p.v1.ActResponse\x12\x43\n\nEndEpisode\x12\x19.l3p.v1.EndEpisodeRequest\x1a\x1a.l3p.v1.EndEpisodeResponse\x12>\n\x07\x43ontrol\x12\x16.l3p.v1.ControlRequest\x1a\x17.l3p.v1.ControlResponse(\x01\x30\x01\x12\x43\n\nListModels\x12\x19.l3p.v1.ListModelsRequest\x1a\x1a.l3p.v1.ListModelsResponse\x12I\n\x0cReloadModels\x12\x1b.l3p.v1.ReloadModelsRequest\x1a\x1c.l3p.v1.ReloadModelsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'l3p.protos.l3p_planner_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PLANNERMODE']._serialized_start=2079
-  _globals['_PLANNERMODE']._serialized_end=2193
-  _globals['_SEARCHKIND']._serialized_start=2195
-  _globals['_SEARCHKIND']._serialized_end=2309
+  _globals['_PLANNERMODE']._serialized_start=2096
+  _globals['_PLANNERMODE']._serialized_end=2210
+  _globals['_SEARCHKIND']._serialized_start=2212
+  _globals['_SEARCHKIND']._serialized_end=2326
   _globals['_GETMODELINFOREQUEST']._serialized_start=40
   _globals['_GETMODELINFOREQUEST']._serialized_end=76
   _globals['_PLANNERDEFAULTS']._serialized_start=79
@@ -43,34 +43,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MODELINFO']._serialized_end=627
   _globals['_LISTMODELSREQUEST']._serialized_start=629
   _globals['_LISTMODELSREQUEST']._serialized_end=648
-  _globals['_MODELSTATUS']._serialized_start=650
-  _globals['_MODELSTATUS']._serialized_end=766
-  _globals['_LISTMODELSRESPONSE']._serialized_start=768
-  _globals['_LISTMODELSRESPONSE']._serialized_end=848
-  _globals['_RELOADMODELSREQUEST']._serialized_start=850
-  _globals['_RELOADMODELSREQUEST']._serialized_end=871
-  _globals['_MODELLOAD']._serialized_start=873
-  _globals['_MODELLOAD']._serialized_end=947
-  _globals['_RELOADMODELSRESPONSE']._serialized_start=949
-  _globals['_RELOADMODELSRESPONSE']._serialized_end=1005
-  _globals['_EPISODEOPTIONS']._serialized_start=1008
-  _globals['_EPISODEOPTIONS']._serialized_end=1333
-  _globals['_STARTEPISODEREQUEST']._serialized_start=1335
-  _globals['_STARTEPISODEREQUEST']._serialized_end=1426
-  _globals['_STARTEPISODERESPONSE']._serialized_start=1428
-  _globals['_STARTEPISODERESPONSE']._serialized_end=1549
-  _globals['_ACTREQUEST']._serialized_start=1551
-  _globals['_ACTREQUEST']._serialized_end=1604
-  _globals['_ACTRESPONSE']._serialized_start=1607
-  _globals['_ACTRESPONSE']._serialized_end=1754
-  _globals['_ENDEPISODEREQUEST']._serialized_start=1756
-  _globals['_ENDEPISODEREQUEST']._serialized_end=1795
-  _globals['_ENDEPISODERESPONSE']._serialized_start=1797
-  _globals['_ENDEPISODERESPONSE']._serialized_end=1849
-  _globals['_CONTROLREQUEST']._serialized_start=1851
-  _globals['_CONTROLREQUEST']._serialized_end=1963
-  _globals['_CONTROLRESPONSE']._serialized_start=1965
-  _globals['_CONTROLRESPONSE']._serialized_end=2077
-  _globals['_PLANNER']._serialized_start=2312
-  _globals['_PLANNER']._serialized_end=2785
+  _globals['_MODELSTATUS']._serialized_start=651
+  _globals['_MODELSTATUS']._serialized_end=783
+  _globals['_LISTMODELSRESPONSE']._serialized_start=785
+  _globals['_LISTMODELSRESPONSE']._serialized_end=865
+  _globals['_RELOADMODELSREQUEST']._serialized_start=867
+  _globals['_RELOADMODELSREQUEST']._serialized_end=888
+  _globals['_MODELLOAD']._serialized_start=890
+  _globals['_MODELLOAD']._serialized_end=964
+  _globals['_RELOADMODELSRESPONSE']._serialized_start=966
+  _globals['_RELOADMODELSRESPONSE']._serialized_end=1022
+  _globals['_EPISODEOPTIONS']._serialized_start=1025
+  _globals['_EPISODEOPTIONS']._serialized_end=1350
+  _globals['_STARTEPISODEREQUEST']._serialized_start=1352
+  _globals['_STARTEPISODEREQUEST']._serialized_end=1443
+  _globals['_STARTEPISODERESPONSE']._serialized_start=1445
+  _globals['_STARTEPISODERESPONSE']._serialized_end=1566
+  _globals['_ACTREQUEST']._serialized_start=1568
+  _globals['_ACTREQUEST']._serialized_end=1621
+  _globals['_ACTRESPONSE']._serialized_start=1624
+  _globals['_ACTRESPONSE']._serialized_end=1771
+  _globals['_ENDEPISODEREQUEST']._serialized_start=1773
+  _globals['_ENDEPISODEREQUEST']._serialized_end=1812
+  _globals['_ENDEPISODERESPONSE']._serialized_start=1814
+  _globals['_ENDEPISODERESPONSE']._serialized_end=1866
+  _globals['_CONTROLREQUEST']._serialized_start=1868
+  _globals['_CONTROLREQUEST']._serialized_end=1980
+  _globals['_CONTROLRESPONSE']._serialized_start=1982
+  _globals['_CONTROLRESPONSE']._serialized_end=2094
+  _globals['_PLANNER']._serialized_start=2329
+  _globals['_PLANNER']._serialized_end=2802
 # @@protoc_insertion_point(module_scope)

@@ -94,16 +94,18 @@ class ListModelsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelStatus(_message.Message):
-    __slots__ = ("info", "live_sessions", "draining_versions", "last_error")
+    __slots__ = ("info", "live_sessions", "draining_versions", "last_error", "loaded")
     INFO_FIELD_NUMBER: _ClassVar[int]
     LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DRAINING_VERSIONS_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOADED_FIELD_NUMBER: _ClassVar[int]
     info: ModelInfo
     live_sessions: int
     draining_versions: _containers.RepeatedScalarFieldContainer[str]
     last_error: str
-    def __init__(self, info: _Optional[_Union[ModelInfo, _Mapping]] = ..., live_sessions: _Optional[int] = ..., draining_versions: _Optional[_Iterable[str]] = ..., last_error: _Optional[str] = ...) -> None: ...
+    loaded: bool
+    def __init__(self, info: _Optional[_Union[ModelInfo, _Mapping]] = ..., live_sessions: _Optional[int] = ..., draining_versions: _Optional[_Iterable[str]] = ..., last_error: _Optional[str] = ..., loaded: _Optional[bool] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("default_model", "models")

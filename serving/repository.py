@@ -176,6 +176,8 @@ class Repository:
         self.models: dict[str, _Model] = {}
         # Per model, the candidate whose load failed (path, digest): not tried again unchanged.
         self._refused: dict[str, tuple[Path, str]] = {}
+        # Models found whose first version failed to load (nothing of them serves): why, for ListModels.
+        self._unloadable: dict[str, pb.ModelStatus] = {}
         self._refresh_lock = asyncio.Lock()
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="l3p-load")
 
@@ -243,6 +245,9 @@ class Repository:
                     self._refused[candidate.name] = (candidate.path, digest)
                     if model is not None:
                         model.last_error = message
+                    else:
+                        self._unloadable[candidate.name] = pb.ModelStatus(
+                            info=pb.ModelInfo(model=candidate.name, version=candidate.version), last_error=message)
                     event(logging.ERROR, "model_load_failed", model=candidate.name,
                           version=candidate.version, error=message,
                           serving=model.current.label() if model is not None else None)
@@ -274,6 +279,7 @@ class Repository:
 
     def _install(self, version: ModelVersion) -> None:
         self._refused.pop(version.name, None)
+        self._unloadable.pop(version.name, None)
         model = self.models.get(version.name)
         if model is None:
             self.models[version.name] = _Model(version)
@@ -309,6 +315,9 @@ class Repository:
     def get(self, name: str) -> ModelVersion:
         """The current version of model ``name`` ("" the default); UnknownModelError if none."""
         model = self.models.get(name or self.default)
+        if model is None and name in self._unloadable:
+            raise UnknownModelError(f"model {name!r} is not served: it failed to load "
+                                    f"({self._unloadable[name].last_error})")
         if model is None:
             raise UnknownModelError(
                 f"model {name[:64]!r} is not served here; models: {', '.join(self.models)} "
@@ -330,9 +339,9 @@ class Repository:
             pb.ModelStatus(info=m.current.info,
                            live_sessions=m.current.sessions + sum(v.sessions for v in m.draining),
                            draining_versions=[v.version for v in m.draining],
-                           last_error=m.last_error)
+                           last_error=m.last_error, loaded=True)
             for m in self.models.values()
-        ])
+        ] + list(self._unloadable.values()))
 
     def versions(self) -> list[ModelVersion]:
         """Every loaded version, current and draining."""

@@ -244,6 +244,33 @@ def test_a_failed_swap_leaves_the_current_version_serving(repo_server, untrained
     shutil.rmtree(broken)
 
 
+def test_a_model_whose_first_version_fails_is_listed_with_why(repo_server, untrained_bundle, admin):
+    """A new model that cannot load: listed (not loaded, with the reason), refused by name with
+    that reason, the others untouched; its next version loads like any new model."""
+    stub = repo_server.stub
+    late = repo_server.root / "late"
+    shutil.copytree(untrained_bundle, late / "1")
+    (late / "1" / "value.onnx").write_bytes(b"tampered")
+    loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=60, metadata=admin[1]).loads
+    assert [(load.model, load.version, load.loaded) for load in loads] == [("late", "1", False)]
+    listed = statuses(stub)
+    assert {name: m.loaded for name, m in listed.items()} == {"push": True, "reach": True, "late": False}
+    assert listed["late"].last_error == loads[0].error and "value.onnx: sha256" in loads[0].error
+    assert (listed["late"].info.version, listed["late"].info.env_id, listed["late"].live_sessions) == ("1", "", 0)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.StartEpisode(pb.StartEpisodeRequest(goal=REACH_GOAL, model="late"), timeout=TIMEOUT)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    assert error.value.details().startswith("model 'late' is not served: it failed to load (")
+    started = stub.StartEpisode(pb.StartEpisodeRequest(goal=REACH_GOAL, model="reach"), timeout=TIMEOUT)
+    stub.EndEpisode(pb.EndEpisodeRequest(session_id=started.session_id), timeout=TIMEOUT)
+
+    shutil.copytree(untrained_bundle, late / "2")
+    loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=60, metadata=admin[1]).loads
+    assert [(load.model, load.version, load.loaded) for load in loads] == [("late", "2", True)]
+    status = statuses(stub)["late"]
+    assert status.loaded and status.info.env_id == "FetchReach-v4" and status.last_error == ""
+
+
 def test_reload_needs_an_admin_token(repo_server, tmp_path, untrained_bundle):
     stub = repo_server.stub
     for metadata in ((), (("authorization", "Bearer " + "x" * 30),)):
