@@ -67,11 +67,11 @@ def run_train(args: argparse.Namespace) -> int:
             trainer = Trainer.resume(Path(args.resume), total_env_steps=args.steps, placement=placement)
         except (TypeError, ValueError) as exc:
             raise TrainArgumentError(f"bad --set: {exc}") from None
-        _check_ray_address(args, trainer.cfg)
+        _check_placement(args, trainer.cfg)
         print(f"resuming {args.resume} at {trainer.progress.env_steps} env steps", file=sys.stderr)
     else:
         cfg = train_config(args)
-        _check_ray_address(args, cfg)
+        _check_placement(args, cfg)
         run_dir = Path(args.out or f"runs/{cfg.env_id}")
         if (run_dir / CHECKPOINT).exists() and not args.force:
             raise TrainArgumentError(f"{run_dir} already holds a run; use --resume {run_dir} or --force to start over")
@@ -100,9 +100,14 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_ray_address(args: argparse.Namespace, cfg: TrainConfig) -> None:
+def _check_placement(args: argparse.Namespace, cfg: TrainConfig) -> None:
+    """Refuse a run that cannot run where it is asked to, before it builds anything."""
     if args.ray_address and cfg.collector != "ray":
         raise TrainArgumentError(f"--ray-address needs --set collector=ray (this run's collector is {cfg.collector!r})")
+    if cfg.collector == "ray":
+        from l3p.training.ray_collector import require_ray
+
+        require_ray()
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:

@@ -30,16 +30,22 @@ class RayMissingError(L3PError):
     """``collector="ray"`` without Ray installed."""
 
 
+def require_ray():
+    """The ``ray`` module, or RayMissingError saying which extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise RayMissingError("collector 'ray' needs the 'ray' extra (missing module 'ray'): "
+                              "pip install 'l3p-service[ray]'") from None
+    return ray
+
+
 class RayCollector(WorkerPool):
     """``cfg.collectors`` Ray actors; joins ``cfg.ray_address``, or the Ray this process already
     started (``ray.init``), or starts a local one."""
 
     def __init__(self, cfg: TrainConfig, agent):
-        try:
-            import ray
-        except ImportError:
-            raise RayMissingError("collector 'ray' needs the 'ray' extra (missing module 'ray'): "
-                                  "pip install 'l3p-service[ray]'") from None
+        ray = require_ray()
         super().__init__(cfg, agent)
         self._ray = ray
         if not ray.is_initialized():
