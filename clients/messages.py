@@ -132,6 +132,7 @@ class ModelInfo:
     model: str = ""  # the model's name on the server ("" from a server older than repositories)
     version: str = ""  # its current version ("" for an unversioned bundle)
     memory_bytes: int = 0  # resident memory the server grew by loading it
+    landmarks: np.ndarray | None = None  # [n_landmarks, goal_dim]: the graph's nodes (None from an older server)
 
     @classmethod
     def from_proto(cls, m: pb.ModelInfo) -> ModelInfo:
@@ -155,6 +156,8 @@ class ModelInfo:
             model=m.model,
             version=m.version,
             memory_bytes=m.memory_bytes,
+            landmarks=(np.array(m.landmarks, dtype=np.float32).reshape(m.n_landmarks, m.goal_dim)
+                       if m.landmarks and m.goal_dim and len(m.landmarks) == m.n_landmarks * m.goal_dim else None),
         )
 
 

@@ -318,7 +318,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     parser.add_argument("--planner", type=variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
                         help=VARIANT_HELP)
     parser.add_argument("--video", default=None, metavar="OUT.mp4",
-                        help="record all episodes (offscreen rendering) with the subgoal marked")
+                        help="record all episodes (offscreen rendering) with the landmarks and the subgoal marked")
     parser.add_argument("--video-size", type=int, default=480, help="frame width = height, pixels")
     return parser
 
@@ -418,7 +418,7 @@ def run(args: argparse.Namespace) -> RunResult:
             for problem in check_env(info, env_id, env, force=args.force_env):
                 _warn(problem + " -- running anyway (--force-env)")
             if args.video:
-                video = VideoRecorder(args.video)
+                video = VideoRecorder(args.video, landmarks=info.landmarks)
 
             def report(ep: EpisodeResult) -> None:
                 pair = f"  cells {ep.pair[0]} -> {ep.pair[1]}" if ep.pair else ""

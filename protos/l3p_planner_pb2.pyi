@@ -56,7 +56,7 @@ class PlannerDefaults(_message.Message):
     def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ..., prune_failed: _Optional[bool] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json", "model", "version", "memory_bytes")
+    __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json", "model", "version", "memory_bytes", "landmarks")
     ENV_ID_FIELD_NUMBER: _ClassVar[int]
     OBS_DIM_FIELD_NUMBER: _ClassVar[int]
     GOAL_DIM_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class ModelInfo(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LANDMARKS_FIELD_NUMBER: _ClassVar[int]
     env_id: str
     obs_dim: int
     goal_dim: int
@@ -87,7 +88,8 @@ class ModelInfo(_message.Message):
     model: str
     version: str
     memory_bytes: int
-    def __init__(self, env_id: _Optional[str] = ..., obs_dim: _Optional[int] = ..., goal_dim: _Optional[int] = ..., action_dim: _Optional[int] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., n_landmarks: _Optional[int] = ..., format_version: _Optional[int] = ..., bundle_sha256: _Optional[str] = ..., gamma: _Optional[float] = ..., defaults: _Optional[_Union[PlannerDefaults, _Mapping]] = ..., provenance_json: _Optional[str] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., memory_bytes: _Optional[int] = ...) -> None: ...
+    landmarks: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, env_id: _Optional[str] = ..., obs_dim: _Optional[int] = ..., goal_dim: _Optional[int] = ..., action_dim: _Optional[int] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., n_landmarks: _Optional[int] = ..., format_version: _Optional[int] = ..., bundle_sha256: _Optional[str] = ..., gamma: _Optional[float] = ..., defaults: _Optional[_Union[PlannerDefaults, _Mapping]] = ..., provenance_json: _Optional[str] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., landmarks: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

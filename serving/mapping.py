@@ -51,6 +51,7 @@ def model_info(bundle: Bundle) -> pb.ModelInfo:
         gamma=bundle.gamma,
         defaults=pb.PlannerDefaults(**defaults),
         provenance_json=json.dumps(bundle.manifest.get("provenance", {})),
+        landmarks=bundle.landmarks.reshape(-1).tolist(),
     )
 
 

@@ -3,7 +3,8 @@ subgoal marked, and closing an env without GL noise at exit.
 
 The video shows the planner's current subgoal as a marker drawn into the MuJoCo scene: a blue
 sphere on a landmark subgoal, a translucent green sphere around the final goal when the planner
-pursues it directly (the env draws the goal itself as its small red target site).
+pursues it directly (the env draws the goal itself as its small red target site); with the
+model's landmarks (``GetModelInfo``), every landmark as a small pink sphere.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from l3p.sim import mazes
 
 _LANDMARK_RGBA = np.array([0.1, 0.45, 1.0, 0.9])
 _FINAL_GOAL_RGBA = np.array([0.1, 0.9, 0.2, 0.45])
+_GRAPH_RGBA = np.array([1.0, 0.35, 0.85, 0.6])  # every landmark, pink: seen on dark and checkered floors
 _TOPLEFT = 0  # mujoco.mjtGridPos.mjGRID_TOPLEFT (kept numeric: mujoco is imported lazily)
 
 
@@ -97,7 +99,8 @@ class VideoRecorder:
     any other env with ``render_mode="rgb_array"`` is recorded as it renders itself.
     """
 
-    def __init__(self, path: str | os.PathLike[str], fps: int = 25) -> None:
+    def __init__(self, path: str | os.PathLike[str], fps: int = 25, landmarks: np.ndarray | None = None) -> None:
+        """``landmarks`` [N, goal_dim]: the model's graph nodes, drawn faintly in every frame."""
         import imageio.v2 as imageio
 
         # imageio-ffmpeg starts ffmpeg with preexec_fn, i.e. a plain fork() of this process; with
@@ -107,6 +110,7 @@ class VideoRecorder:
         self.path = str(path)
         self._writer = imageio.get_writer(self.path, fps=fps, codec="libx264", macro_block_size=16)
         self.frames = 0
+        self.landmarks = landmarks
 
     def capture(self, env: Any, step: Subgoal | None, caption: str) -> None:
         """Render one frame; ``step`` (a client Step) places the subgoal marker."""
@@ -115,6 +119,11 @@ class VideoRecorder:
             # The offscreen viewer draws extra geoms ("markers", via mjv_initGeom into the scene)
             # once per render.
             viewer = renderer._get_viewer("rgb_array")
+            if self.landmarks is not None:
+                scale = 1.0 if self.landmarks.shape[1] == 3 else 6.0 * _maze_scaling(env)
+                for landmark in self.landmarks:
+                    viewer.add_marker(pos=_marker_position(env, landmark), size=np.full(3, 0.016 * scale),
+                                      rgba=_GRAPH_RGBA)
             if step is not None:
                 final = step.subgoal_index < 0
                 # Fetch goals in metres; a maze's marker grows with its cells (1 m point, 4 m ant).

@@ -90,6 +90,9 @@ def test_model_info_keeps_every_planner_default():
     assert info.defaults == {"n_landmarks": 7, "d_max": 30.0, "temperature": 0.5, "search": "hard",
                              "search_iterations": 9, "local_horizon": 4.0, "mode": "naive", "prune_failed": True}
     assert info.provenance == {"raw": "{not json"}
+    assert info.landmarks is None  # a server that sends none (older than the field)
+    graph = ModelInfo.from_proto(pb.ModelInfo(n_landmarks=3, goal_dim=2, landmarks=[0, 1, 2, 3, 4, 5])).landmarks
+    np.testing.assert_array_equal(graph, [[0, 1], [2, 3], [4, 5]])
     unset = ModelInfo.from_proto(pb.ModelInfo()).defaults
     assert unset["mode"] == "unspecified" and unset["search"] == "unspecified" and unset["prune_failed"] is False
 

@@ -201,6 +201,36 @@ def test_maze_video_is_a_top_down_mp4(maze_bundle, tmp_path):
     assert frames[0].std() > 0
 
 
+def test_the_video_draws_the_models_landmarks(maze_bundle, tmp_path):
+    """``l3p run --video`` gets the landmarks from GetModelInfo: the same frame with them has
+    pixels turned pink where it had none."""
+    from test_runner import require_rendering, video_frames
+
+    from l3p.serving.bundle import load_bundle
+    from l3p.sim.render import VideoRecorder, close_env
+
+    require_rendering()
+    env = make_env("PointMaze_Large-v3", render=True, size=240)
+    try:
+        frames = []
+        for landmarks in (None, load_bundle(maze_bundle).landmarks):
+            env.reset(seed=0)
+            out = tmp_path / f"{landmarks is None}.mp4"
+            video = VideoRecorder(out, landmarks=landmarks)
+            video.capture(env, None, "")
+            video.close()
+            frames.append(video_frames(out)[0].astype(int))
+    finally:
+        close_env(env)
+    plain, drawn = frames
+    changed = np.abs(drawn - plain).sum(-1) > 60
+    assert changed.sum() > 20, changed.sum()
+    def pink(pixels):
+        return (pixels[:, 0] + pixels[:, 2] - 2 * pixels[:, 1]).mean()
+
+    assert pink(drawn[changed]) > pink(plain[changed]) + 50
+
+
 def test_l3p_plot_landmarks_only_draws_the_served_graph(maze_bundle, tmp_path, capsys):
     """From the bundle alone (no server): the graph is cut at the bundle's served d_max."""
     from l3p.plot import landmark_edges

@@ -183,6 +183,8 @@ def test_model_info_matches_the_manifest(stub, untrained_bundle):
     assert list(info.action_low) == manifest["action_low"]
     assert list(info.action_high) == manifest["action_high"]
     assert info.n_landmarks == info.defaults.n_landmarks == manifest["n_landmarks"]
+    np.testing.assert_array_equal(np.reshape(info.landmarks, (info.n_landmarks, info.goal_dim)),
+                                  load_bundle(untrained_bundle).landmarks)
     assert info.format_version == manifest["format_version"]
     assert info.bundle_sha256 == load_bundle(untrained_bundle).sha256
     assert info.gamma == pytest.approx(manifest["gamma"])
