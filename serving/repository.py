@@ -103,6 +103,16 @@ class ModelVersion:
         return f"{self.name}/{self.version}" if self.version else self.name
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    """A candidate whose load failed, and why."""
+
+    path: Path
+    digest: str
+    version: str
+    error: str
+
+
 @dataclass
 class _Model:
     current: ModelVersion
@@ -174,10 +184,9 @@ class Repository:
         self._requested_default = default
         self.default = ""
         self.models: dict[str, _Model] = {}
-        # Per model, the candidate whose load failed (path, digest): not tried again unchanged.
-        self._refused: dict[str, tuple[Path, str]] = {}
-        # Models found whose first version failed to load (nothing of them serves): why, for ListModels.
-        self._unloadable: dict[str, pb.ModelStatus] = {}
+        # Per model, the candidate whose load failed: not tried again unchanged; for a model
+        # none of whose versions serves, ListModels and calls naming it say why.
+        self._refused: dict[str, _Refusal] = {}
         self._refresh_lock = asyncio.Lock()
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="l3p-load")
 
@@ -242,12 +251,9 @@ class Repository:
                     message = str(exc) if isinstance(exc, (L3PError, OSError)) else repr(exc)
                     if self._metrics is not None:
                         self._metrics.model_loads.labels(candidate.name, "failed").inc()
-                    self._refused[candidate.name] = (candidate.path, digest)
+                    self._refused[candidate.name] = _Refusal(candidate.path, digest, candidate.version, message)
                     if model is not None:
                         model.last_error = message
-                    else:
-                        self._unloadable[candidate.name] = pb.ModelStatus(
-                            info=pb.ModelInfo(model=candidate.name, version=candidate.version), last_error=message)
                     event(logging.ERROR, "model_load_failed", model=candidate.name,
                           version=candidate.version, error=message,
                           serving=model.current.label() if model is not None else None)
@@ -272,14 +278,14 @@ class Repository:
                 current = model.current
                 if (current.version, current.digest) == (candidate.version, digest):
                     continue
-            if self._refused.get(name) == (candidate.path, digest):
+            refused = self._refused.get(name)
+            if refused is not None and (refused.path, refused.digest) == (candidate.path, digest):
                 continue
             changed.append((candidate, digest))
         return changed
 
     def _install(self, version: ModelVersion) -> None:
         self._refused.pop(version.name, None)
-        self._unloadable.pop(version.name, None)
         model = self.models.get(version.name)
         if model is None:
             self.models[version.name] = _Model(version)
@@ -315,9 +321,9 @@ class Repository:
     def get(self, name: str) -> ModelVersion:
         """The current version of model ``name`` ("" the default); UnknownModelError if none."""
         model = self.models.get(name or self.default)
-        if model is None and name in self._unloadable:
+        if model is None and name in self._refused:
             raise UnknownModelError(f"model {name!r} is not served: it failed to load "
-                                    f"({self._unloadable[name].last_error})")
+                                    f"({self._refused[name].error})")
         if model is None:
             raise UnknownModelError(
                 f"model {name[:64]!r} is not served here; models: {', '.join(self.models)} "
@@ -341,7 +347,10 @@ class Repository:
                            draining_versions=[v.version for v in m.draining],
                            last_error=m.last_error, loaded=True)
             for m in self.models.values()
-        ] + list(self._unloadable.values()))
+        ] + [
+            pb.ModelStatus(info=pb.ModelInfo(model=name, version=refused.version), last_error=refused.error)
+            for name, refused in self._refused.items() if name not in self.models
+        ])
 
     def versions(self) -> list[ModelVersion]:
         """Every loaded version, current and draining."""

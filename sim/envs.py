@@ -75,6 +75,8 @@ class GoalEnvAdapter:
                                   f"declare the success key as the env class attribute l3p_success_key") from None
 
 
+_ANT_MAZE = GoalEnvAdapter("success", -1.0, prepend_achieved_goal=True, actuator_gear=30.0)
+
 # Declared per env class, "module:QualName", matched along the env's class hierarchy.
 ADAPTERS: dict[str, GoalEnvAdapter] = {
     # Fetch (every gymnasium-robotics robot env): info["is_success"], reward -1 / 0.
@@ -83,8 +85,8 @@ ADAPTERS: dict[str, GoalEnvAdapter] = {
     # torque range of HIRO's ant, which the paper's maze descends from (±30). Gymnasium's gear 150
     # turns the ant on its back in 7 of 10 200-step episodes of uniform random actions
     # (gear 30: 0 of 10); a policy trained on it lay on its back in 19 of 20 episodes.
-    "gymnasium_robotics.envs.maze.ant_maze_v5:AntMazeEnv": GoalEnvAdapter("success", -1.0, True, actuator_gear=30.0),
-    "gymnasium_robotics.envs.maze.ant_maze_v4:AntMazeEnv": GoalEnvAdapter("success", -1.0, True, actuator_gear=30.0),
+    "gymnasium_robotics.envs.maze.ant_maze_v5:AntMazeEnv": _ANT_MAZE,
+    "gymnasium_robotics.envs.maze.ant_maze_v4:AntMazeEnv": _ANT_MAZE,
     # PointMaze_* (x, y first in its observation): info["success"], sparse reward 1 at the goal, 0 elsewhere.
     "gymnasium_robotics.envs.maze.maze_v4:MazeEnv": GoalEnvAdapter("success", -1.0),
     "gymnasium_robotics.envs.maze.maze:MazeEnv": GoalEnvAdapter("success", -1.0),

@@ -81,6 +81,11 @@ def _maze_scaling(env: Any) -> float:
     return mazes.maze_scaling(env) if hasattr(env.unwrapped, "maze") else 1.0
 
 
+def _marker_scale(env: Any, goal_dim: int) -> float:
+    """Marker sizes are for Fetch goals, in metres; a maze's grow with its cells (1 m point, 4 m ant)."""
+    return 1.0 if goal_dim == 3 else 6.0 * _maze_scaling(env)
+
+
 def _marker_position(env: Any, subgoal: Any) -> np.ndarray:
     """3-d scene position of a subgoal: Fetch goals are 3-d; a maze's are (x, y) on the floor,
     drawn at the height of the env's own goal marker."""
@@ -120,15 +125,13 @@ class VideoRecorder:
             # once per render.
             viewer = renderer._get_viewer("rgb_array")
             if self.landmarks is not None:
-                scale = 1.0 if self.landmarks.shape[1] == 3 else 6.0 * _maze_scaling(env)
+                scale = _marker_scale(env, self.landmarks.shape[1])
                 for landmark in self.landmarks:
                     viewer.add_marker(pos=_marker_position(env, landmark), size=np.full(3, 0.016 * scale),
                                       rgba=_GRAPH_RGBA)
             if step is not None:
                 final = step.subgoal_index < 0
-                # Fetch goals in metres; a maze's marker grows with its cells (1 m point, 4 m ant).
-                scale = 1.0 if len(step.subgoal) == 3 else 6.0 * _maze_scaling(env)
-                radius = (0.035 if final else 0.025) * scale
+                radius = (0.035 if final else 0.025) * _marker_scale(env, len(step.subgoal))
                 viewer.add_marker(
                     pos=_marker_position(env, step.subgoal),
                     size=np.full(3, radius),
