@@ -23,12 +23,14 @@ How L3P reads an env is declared per env class, never guessed from its name (``G
   front of ``observation``: a goal-conditioned policy cannot head for a goal it cannot locate.
   Served bundles then take that longer observation (a robot sends its position first).
 - motors: ``actuator_gear`` sets the MuJoCo motors' gear (their torque at action ±1), for a robot
-  whose stock motors are stronger than the task's (gymnasium's ant flips over; see ``ADAPTERS``).
+  whose stock motors are stronger than the task's (gymnasium's ant flips over; see ``ADAPTERS``);
+- construction: ``env_kwargs`` are passed to the env's constructor (``gym.make``), e.g. the ant's
+  control rate and what its observation includes (see ``ADAPTERS``).
 - evaluation: a task whose test protocol differs from its training distribution (Place-Inside-Box
   trains on mixed goals, is evaluated on the in-box goal alone) names its test env id in
   ``eval_env_id``; the trainer's evaluation, ``l3p eval`` and ``l3p run`` use it (``evaluation_env_id``).
 A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset`` /
-``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` / ``l3p_actuator_gear`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
+``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` / ``l3p_actuator_gear`` / ``l3p_env_kwargs`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
 anything else gets the default; a class's own attributes win over what it inherits, field by field. ``make_env`` probes ``compute_reward`` at the goal and far from
 it and refuses an env whose offset reward is not 0 / -1 there, saying what to declare.
 """
@@ -66,6 +68,7 @@ class GoalEnvAdapter:
     prepend_achieved_goal: bool = False
     eval_env_id: str | None = None  # the env evaluation runs on; None = the same env
     actuator_gear: float | None = None  # the motors' torque at action ±1; None = the env's own
+    env_kwargs: tuple[tuple[str, Any], ...] = ()  # (name, value) pairs for the env's constructor
 
     def success(self, info: Mapping[str, Any]) -> bool:
         try:
@@ -75,7 +78,10 @@ class GoalEnvAdapter:
                                   f"declare the success key as the env class attribute l3p_success_key") from None
 
 
-_ANT_MAZE = GoalEnvAdapter("success", -1.0, prepend_achieved_goal=True, actuator_gear=30.0)
+_ANT_MAZE = GoalEnvAdapter(
+    "success", -1.0, prepend_achieved_goal=True, actuator_gear=30.0,
+    env_kwargs=(("frame_skip", 10), ("include_cfrc_ext_in_observation", False)),
+)
 
 # Declared per env class, "module:QualName", matched along the env's class hierarchy.
 ADAPTERS: dict[str, GoalEnvAdapter] = {
@@ -84,7 +90,11 @@ ADAPTERS: dict[str, GoalEnvAdapter] = {
     # AntMaze_*: as the mazes below; the ant's observation has no torso x, y; and its motors get the
     # torque range of HIRO's ant, which the paper's maze descends from (±30). Gymnasium's gear 150
     # turns the ant on its back in 7 of 10 200-step episodes of uniform random actions
-    # (gear 30: 0 of 10); a policy trained on it lay on its back in 19 of 20 episodes.
+    # (gear 30: 0 of 10); a policy trained on it lay on its back in 19 of 20 episodes. HIRO's ant
+    # also acts every 0.1 s (timestep 0.02 x 5; gymnasium's 0.01 x 5 acts every 0.05 s: the
+    # paper's 500 test steps are 50 s of walking, 25 s at gymnasium's rate, too short for the
+    # U's ~24 m at the speed a policy learned here walked) and observes joints and velocities
+    # only, without gymnasium's 78 contact forces: frame_skip 10 and no contact forces.
     "gymnasium_robotics.envs.maze.ant_maze_v5:AntMazeEnv": _ANT_MAZE,
     "gymnasium_robotics.envs.maze.ant_maze_v4:AntMazeEnv": _ANT_MAZE,
     # PointMaze_* (x, y first in its observation): info["success"], sparse reward 1 at the goal, 0 elsewhere.
@@ -96,11 +106,17 @@ ADAPTERS: dict[str, GoalEnvAdapter] = {
 def goal_adapter(env: gym.Env) -> GoalEnvAdapter:
     """The env's declared adapter: ``ADAPTERS`` along its class hierarchy (else the default), with
     any field the class declares itself (``l3p_<field>``) taking precedence."""
-    cls = type(env.unwrapped)
+    return class_adapter(type(env.unwrapped))
+
+
+def class_adapter(cls: type) -> GoalEnvAdapter:
+    """`goal_adapter` for an env class, before any env is made."""
     adapter = next((ADAPTERS[key] for key in (f"{base.__module__}:{base.__qualname__}" for base in cls.__mro__)
                     if key in ADAPTERS), GoalEnvAdapter())
     own = {f.name: getattr(cls, f"l3p_{f.name}") for f in dataclasses.fields(GoalEnvAdapter)
            if hasattr(cls, f"l3p_{f.name}")}
+    if isinstance(own.get("env_kwargs"), Mapping):
+        own["env_kwargs"] = tuple(own["env_kwargs"].items())
     return dataclasses.replace(adapter, **own) if own else adapter
 
 
@@ -155,15 +171,34 @@ def _target(env_id: str, max_episode_steps: int | None) -> str | gym.envs.regist
     return gym.envs.registration.EnvSpec(id=env_id, entry_point=env_id, max_episode_steps=steps)
 
 
-def _make(target: Any, max_episode_steps: int | None, render: bool, size: int) -> gym.Env:
-    if not render:
-        return gym.make(target, max_episode_steps=max_episode_steps)
+def _entry_class(target: str | gym.envs.registration.EnvSpec) -> type | None:
+    """The env class ``gym.make`` constructs for ``target``, where its spec names one."""
     try:
-        return gym.make(target, max_episode_steps=max_episode_steps, render_mode="rgb_array", width=size, height=size)
+        spec = target if isinstance(target, gym.envs.registration.EnvSpec) else gym.spec(target)
+    except (gym.error.Error, ValueError, ImportError):
+        return None
+    entry = spec.entry_point
+    if isinstance(entry, str):
+        module, _, name = entry.partition(":")
+        try:
+            entry = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            return None
+    return entry if isinstance(entry, type) else None
+
+
+def _make(target: Any, max_episode_steps: int | None, render: bool, size: int) -> gym.Env:
+    cls = _entry_class(target)
+    kwargs = dict(class_adapter(cls).env_kwargs) if cls is not None else {}
+    if not render:
+        return gym.make(target, max_episode_steps=max_episode_steps, **kwargs)
+    try:
+        return gym.make(target, max_episode_steps=max_episode_steps, render_mode="rgb_array", width=size, height=size,
+                        **kwargs)
     except TypeError as exc:  # an env that renders at its own size
         if "width" not in str(exc):
             raise
-        return gym.make(target, max_episode_steps=max_episode_steps, render_mode="rgb_array")
+        return gym.make(target, max_episode_steps=max_episode_steps, render_mode="rgb_array", **kwargs)
 
 
 def make_env(env_id: str, *, render: bool = False, size: int = 480, max_episode_steps: int | None = None) -> gym.Env:

@@ -37,8 +37,19 @@ def test_the_umaze_is_the_papers_u_scaled_by_four(umaze):
     assert layout.tolist() == [[1, 1, 1, 1, 1], [1, 0, 0, 0, 1], [1, 1, 1, 0, 1], [1, 0, 0, 0, 1], [1, 1, 1, 1, 1]]
     assert mazes.maze_scaling(umaze) == 4.0
     space = umaze.observation_space
-    # The ant's 105 numbers (joints, velocities, contact forces) with its torso x, y in front.
-    assert (space["observation"].shape, space["desired_goal"].shape, umaze.action_space.shape) == ((107,), (2,), (8,))
+    # HIRO's ant as the authors observe it: torso x, y, then its 15 positions and 14 velocities
+    # less x, y (no contact forces).
+    assert (space["observation"].shape, space["desired_goal"].shape, umaze.action_space.shape) == ((29,), (2,), (8,))
+
+
+def test_the_ant_acts_every_tenth_of_a_second(umaze):
+    """HIRO's rate (timestep 0.02 x 5): the paper's 500 test steps are 50 s of walking."""
+    ant = umaze.unwrapped.ant_env
+    assert ant.dt == pytest.approx(0.1)
+    umaze.reset(seed=0)
+    before = ant.data.time
+    umaze.step(np.zeros(8, np.float32))
+    assert ant.data.time - before == pytest.approx(0.1)
 
 
 def test_the_ant_sees_where_it_is(umaze):
@@ -206,7 +217,7 @@ def test_a_short_antmaze_run_exports_a_bundle_the_server_loads(ant_bundle):
     assert len(rows) == 3 and "success_l3p" in rows[0]  # evaluated at cycles 2 and 4, the planner too
     with serve(ant_bundle / "bundle") as port, PlannerClient(f"127.0.0.1:{port}") as client:
         info = client.model_info()
-    assert (info.env_id, info.obs_dim, info.goal_dim, info.action_dim, info.n_landmarks) == (UMAZE, 107, 2, 8, 6)
+    assert (info.env_id, info.obs_dim, info.goal_dim, info.action_dim, info.n_landmarks) == (UMAZE, 29, 2, 8, 6)
 
 
 def test_the_ant_runner_drives_end_to_end_pairs_over_a_real_server(ant_bundle, tmp_path):

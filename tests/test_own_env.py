@@ -12,6 +12,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +21,7 @@ from gymnasium import spaces
 
 from goal_envs import REACH, PointReach
 from l3p.core.errors import USAGE
-from l3p.sim.envs import GoalEnvAdapter, UnknownEnvError, VecGoalEnv, env_spec, make_env
+from l3p.sim.envs import GoalEnvAdapter, UnknownEnvError, VecGoalEnv, env_spec, goal_adapter, make_env
 
 TESTS = Path(__file__).resolve().parent
 ENV = "goal_envs:PointReach"
@@ -102,6 +103,15 @@ class VelocityOnly(StandardReach):
         return {**super()._obs(), "observation": np.array([0.25], np.float32)}
 
 
+class Slowed(StandardReach):
+    """Declares the settings its constructor is made with (as the ant maze declares its rate)."""
+
+    l3p_env_kwargs: ClassVar[dict] = {"substeps": 4, "label": "slow"}
+
+    def __init__(self, substeps: int = 1, label: str = "") -> None:
+        self.substeps, self.label = substeps, label
+
+
 class NotGoalConditioned(gym.Env):
     observation_space = spaces.Box(-1.0, 1.0, (2,))
     action_space = spaces.Discrete(3)
@@ -125,6 +135,13 @@ def test_an_env_that_hides_its_position_gets_it_in_front_of_its_observation():
     obs = env.reset([0, 1])
     np.testing.assert_array_equal(obs["observation"][:, :2], obs["achieved_goal"])
     np.testing.assert_array_equal(obs["observation"][:, 2], [0.25, 0.25])
+    env.close()
+
+
+def test_an_env_is_constructed_with_its_declared_settings():
+    env = make_env("test_own_env:Slowed")
+    assert (env.unwrapped.substeps, env.unwrapped.label) == (4, "slow")
+    assert goal_adapter(env).env_kwargs == (("substeps", 4), ("label", "slow"))
     env.close()
 
 

@@ -265,47 +265,47 @@ PRESETS: dict[str, TrainConfig] = {
     ),
     # AntMaze (an 8-joint ant, 4 m cells; the paper's AntMaze-Hard protocol): 200-step training
     # episodes with starts and goals anywhere, evaluation from one end of the U to the other.
-    # The authors' AntMaze settings unless noted: gamma 0.98, clip 100, HER over 100 steps,
-    # batch 1000, action_l2 0.05, gradient norms clipped at 15, 50 landmarks, d_max 20.
-    # Deliberate changes, each from a measurement here:
-    # - the policy sees the torso's x, y (l3p.sim.envs prepends achieved_goal to the ant's
-    #   observation, as the authors' ant env includes it): without it a first 400 k-step run
-    #   stayed at training success 0.00 (the goal cannot be located from joint angles alone);
+    # The ant is the authors' (HIRO's) ant in gymnasium's maze (l3p.sim.envs: torque 30, one action
+    # every 0.1 s, joints and velocities observed without contact forces, torso x, y in front: 29-d,
+    # as theirs). The authors' AntMaze settings unless noted: gamma 0.98, clip 100, HER over 100
+    # steps, batch 1000, action_l2 0.05, gradient norms clipped at 15, 50 landmarks, d_max 20,
+    # local horizon 10. Deliberate changes, each from a measurement here:
+    # - the policy sees the torso's x, y: without it a first 400 k-step run stayed at training
+    #   success 0.00 (the goal cannot be located from joint angles alone);
     # - batch 256, not 1000, at the authors' one optimizer step per 2 env steps (400 per 4 x 200-step
-    #   cycle): on one core a batch-1000 update runs 27/s, a batch-256 one 88/s (107-d observation),
+    #   cycle): on one core a batch-1000 update ran 27/s, a batch-256 one 88/s (107-d observation),
     #   so 2.5x the authors' update count per env step fits in the wall time that 1 per 5 at batch
-    #   1000 took (~120 env steps/s, ~1.2 M env steps in ~3 h);
+    #   1000 took;
     # - 50 extra training landmarks, not 150 (the PointMaze preset measured 1.8 s vs 0.5 s per cycle
     #   for the planned episodes' graphs);
-    # - d_max 30 and local horizon 15 steps, not 20 / 10: a fast open-loop gait found by random
-    #   search moves the ant 0.107 m per step (2.1 m/s; random actions drift 1-4 m in 200 steps),
-    #   so a 4 m cell takes >= ~37 steps, and 50 landmarks over the U's 7 cells sit ~1.5 m apart,
-    #   i.e. >= ~15 steps for a policy that is slower than that gait: 20 would cut many edges
-    #   between neighbouring landmarks;
     # - target updates every 10 optimizer steps (Polyak 0.95) and noise 0.2 / random 0.2, as the
     #   PointMaze preset measured for short maze training episodes;
     # - buffer 10 000 episodes (2 M transitions) and planning after 500 episodes, as PointMaze;
     # - evaluation: the two end-to-end pairs (far pairs >= 6 cells apart are exactly (1,1) <-> (3,1))
     #   over the paper's 500 steps (the env's limit is 700: `l3p eval --max-steps 700` measures it).
+    # Measured on gymnasium's own ant rate (0.05 s per action, contact forces observed), d_max 30 /
+    # horizon 15, 920 k env steps (2 h): training success 0.2, far pairs l3p 0/20, policy 0/20; the
+    # policy reached open goals 3-8 m away but flipped in ~1 of 3 500-step episodes and walked 6-12 m
+    # per 200 steps, short of the U's ~24 m in 500 such steps.
     "AntMaze_UMaze-v5": TrainConfig(
         env_id="AntMaze_UMaze-v5", total_env_steps=1_200_000, max_episode_steps=200, n_envs=4,
         warmup_episodes=100, noise_eps=0.2, random_eps=0.2, updates_per_cycle=400, batch_size=256,
         buffer_episodes=10_000, relabel_p=0.8, future_step=100, gamma=0.98, clip_return=100.0,
         action_l2=0.05, grad_norm_clip=15.0, polyak=0.95, target_update_every=10, n_landmarks=50,
         extra_landmarks=50, planning_start_episodes=500, plan_eps=0.5, eval_pairs="far", eval_min_cells=6,
-        eval_max_steps=500, planner=PlannerConfig(d_max=30.0, local_horizon=15.0, prune_failed=True),
+        eval_max_steps=500, planner=PlannerConfig(d_max=20.0, local_horizon=10.0, prune_failed=True),
         eval_every_cycles=50, eval_episodes=20, checkpoint_every_cycles=50,
     ),
 }
 
 # Medium (8 x 8, 26 free cells, BFS diameter 11, 1000-step episodes): the UMaze settings; 50
-# landmarks over 26 cells sit ~one cell (>= ~37 steps) apart, hence d_max 45 / horizon 20;
+# landmarks over 26 cells sit ~one cell (4 m, ~20-40 steps of 0.1 s) apart, hence d_max 30;
 # far pairs >= 8 cells (116 ordered pairs, >= 32 m of path, far past what 200-step training
 # episodes cover), over the env's own 1000 steps; not yet trained here: whether the bare policy
 # fails them is still to measure.
 PRESETS["AntMaze_Medium-v5"] = PRESETS["AntMaze_UMaze-v5"].replace(
     env_id="AntMaze_Medium-v5", eval_min_cells=8, eval_max_steps=None,
-    planner=PlannerConfig(d_max=45.0, local_horizon=20.0, prune_failed=True),
+    planner=PlannerConfig(d_max=30.0, local_horizon=10.0, prune_failed=True),
 )
 
 # The Fetch box scenes (l3p.sim.box: the paper's Box-Distractor-PickAndPlace and Place-Inside-Box,
