@@ -79,7 +79,7 @@ class GoalEnvAdapter:
 
 
 _ANT_MAZE = GoalEnvAdapter(
-    "success", -1.0, prepend_achieved_goal=True, actuator_gear=30.0,
+    "success", -1.0, prepend_achieved_goal=True, actuator_gear=20.0,
     env_kwargs=(("frame_skip", 10), ("include_cfrc_ext_in_observation", False)),
 )
 
@@ -87,14 +87,16 @@ _ANT_MAZE = GoalEnvAdapter(
 ADAPTERS: dict[str, GoalEnvAdapter] = {
     # Fetch (every gymnasium-robotics robot env): info["is_success"], reward -1 / 0.
     "gymnasium_robotics.envs.robot_env:BaseRobotEnv": GoalEnvAdapter("is_success", 0.0),
-    # AntMaze_*: as the mazes below; the ant's observation has no torso x, y; and its motors get the
-    # torque range of HIRO's ant, which the paper's maze descends from (±30). Gymnasium's gear 150
-    # turns the ant on its back in 7 of 10 200-step episodes of uniform random actions
-    # (gear 30: 0 of 10); a policy trained on it lay on its back in 19 of 20 episodes. HIRO's ant
-    # also acts every 0.1 s (timestep 0.02 x 5; gymnasium's 0.01 x 5 acts every 0.05 s: the
-    # paper's 500 test steps are 50 s of walking, 25 s at gymnasium's rate, too short for the
-    # U's ~24 m at the speed a policy learned here walked) and observes joints and velocities
-    # only, without gymnasium's 78 contact forces: frame_skip 10 and no contact forces.
+    # AntMaze_*: as the mazes below; the ant's observation has no torso x, y. The ant is made like
+    # HIRO's, which the paper's maze descends from: it acts every 0.1 s (timestep 0.02 x 5;
+    # gymnasium's 0.01 x 5 acts every 0.05 s, so the paper's 500 test steps would be 25 s of
+    # walking, too short for the U's ~24 m at the speed a policy learned here walked) and observes
+    # joints and velocities only, without gymnasium's 78 contact forces: frame_skip 10, no contact
+    # forces. Its motors are weaker than gymnasium's gear 150, which turned it on its back in 7 of
+    # 10 200-step episodes of uniform random actions, and than HIRO's torque 30, which still let
+    # trained policies throw it over (14 of 20 far-pair episodes at 240 k env steps) and turned it
+    # over in 23 of 120 200-step episodes of full-torque random actions held 0.2-0.5 s; gear 20: 4
+    # of 120, moving it 0.8-1.4 m per 20 s (gear 30: 1.2-1.7 m; gear 15: 0 of 120).
     "gymnasium_robotics.envs.maze.ant_maze_v5:AntMazeEnv": _ANT_MAZE,
     "gymnasium_robotics.envs.maze.ant_maze_v4:AntMazeEnv": _ANT_MAZE,
     # PointMaze_* (x, y first in its observation): info["success"], sparse reward 1 at the goal, 0 elsewhere.

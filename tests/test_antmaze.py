@@ -67,9 +67,10 @@ def upside_down(obs: np.ndarray) -> bool:
 
 
 def test_the_ant_keeps_its_feet_under_random_actions(umaze):
-    """Motors of HIRO's ant torque: gymnasium's stock gear (150) turned it over in 7 of 10 such
-    episodes and a policy trained on it lay on its back in 19 of 20."""
-    assert umaze.unwrapped.ant_env.model.actuator_gear[:, 0].tolist() == [30.0] * 8
+    """Motors weaker than gymnasium's stock gear (150), which turned it over in 7 of 10 such
+    episodes, and than HIRO's 30 (full-torque random actions held 0.2-0.5 s: 23 of 120 episodes
+    over at 30, 4 of 120 at 20)."""
+    assert umaze.unwrapped.ant_env.model.actuator_gear[:, 0].tolist() == [20.0] * 8
     rng = np.random.default_rng(0)
     for episode in range(5):
         obs, _ = umaze.reset(seed=episode)

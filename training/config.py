@@ -265,9 +265,9 @@ PRESETS: dict[str, TrainConfig] = {
     ),
     # AntMaze (an 8-joint ant, 4 m cells; the paper's AntMaze-Hard protocol): 200-step training
     # episodes with starts and goals anywhere, evaluation from one end of the U to the other.
-    # The ant is the authors' (HIRO's) ant in gymnasium's maze (l3p.sim.envs: torque 30, one action
-    # every 0.1 s, joints and velocities observed without contact forces, torso x, y in front: 29-d,
-    # as theirs). The authors' AntMaze settings unless noted: gamma 0.98, clip 100, HER over 100
+    # The ant is made like the authors' (HIRO's) in gymnasium's maze (l3p.sim.envs: one action every
+    # 0.1 s, joints and velocities observed without contact forces, torso x, y in front: 29-d, as
+    # theirs; motors weaker than theirs, gear 20). The authors' AntMaze settings unless noted: gamma 0.98, clip 100, HER over 100
     # steps, batch 1000, action_l2 0.05, gradient norms clipped at 15, 50 landmarks, d_max 20,
     # local horizon 10. Deliberate changes, each from a measurement here:
     # - the policy sees the torso's x, y: without it a first 400 k-step run stayed at training
