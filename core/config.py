@@ -42,7 +42,9 @@ class PlannerConfig:
     # (D < PRUNE_AT_STEPS) is not a candidate; (b) a landmark subgoal whose counter ran out
     # with D(state, subgoal) still > max(PRUNE_MIN_STEPS, PRUNE_PROGRESS * D at its pick) is
     # pruned for the rest of the episode: its incoming edges are removed, d_cg is solved
-    # again (one search), and it is never picked again.
+    # again (one search), and it is not picked again unless (c) pruning leaves no landmark with
+    # a route while the goal is beyond d_max: then every prune is forgotten (the episode's graph
+    # as it started), rather than pursuing the far goal directly (into a wall, as often as not).
     prune_failed: bool = False
 
     def validate(self) -> None:

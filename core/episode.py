@@ -26,7 +26,8 @@ subgoal index -1 means "the final goal".
    ``counter = min(round(d_sc[pick]) + counter_extra, ceil(d_max))`` steps (0 when
    nothing is reachable and the goal is pursued with a non-finite estimate).
    With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
-   also remembers subgoals it failed to reach and removes them from its graph.
+   also remembers subgoals it failed to reach and removes them from its graph, and restores
+   them all when that leaves no route and the goal is beyond d_max.
    Mode ``naive`` re-plans every step (no counter, no exclusion) and keeps the same
    local-horizon shortcut, so l3p vs naive measures the counter and the exclusion alone
    (``local_horizon=0`` turns the shortcut off in both); mode ``policy`` skips planning:
@@ -117,6 +118,7 @@ class EpisodePlanner:
         else:
             self._d_cg = distances_to_goal(self._nodes[:-1], self._nodes[-1], value_fn, config)
         self._d_cg.flags.writeable = False
+        self._d_cg_start = self._d_cg  # prune_failed replaces _d_cg, never this array
         self.landmark_to_goal: np.ndarray = self._d_cg[:-1]  # [N], inf where unreachable (at start)
         self._value_fn = value_fn  # kept for prune_failed's re-solve
         self._graph = graph
@@ -141,7 +143,7 @@ class EpisodePlanner:
 
     @property
     def pruned(self) -> int:
-        """Landmarks pruned so far this episode (prune_failed)."""
+        """Landmarks pruned from this episode's graph now (prune_failed; a restore clears them)."""
         return int(self._pruned.sum())
 
     def step(self, obs: np.ndarray, distance_fn: DistanceFn, policy_fn: PolicyFn) -> StepResult:
@@ -222,16 +224,12 @@ class EpisodePlanner:
             prune = l3p and cfg.prune_failed
             if prune and self._subgoal != GOAL and self._failed(d_sc[self._subgoal]):
                 self._prune(self._subgoal)
-            total = np.add(d_sc, self._d_cg, out=self._total)
-            excluded = d_sc[:n] > cfg.d_max  # unreliable local D
-            if l3p and self._subgoal != GOAL:
-                excluded[self._subgoal] = True  # never re-pick the subgoal being replaced
-            if prune:
-                excluded |= self._pruned
-                excluded |= d_sc[:n] < PRUNE_AT_STEPS  # already there
-            np.copyto(total[:n], np.inf, where=excluded)
-            if d_sc[n] > cfg.d_max and np.isfinite(total[:n]).any():
-                total[n] = np.inf  # a far goal is cut like a landmark while one is usable
+            total = self._totals(d_sc, prune)
+            if prune and self._pruned.any() and d_sc[n] > cfg.d_max and not np.isfinite(total[:n]).any():
+                # Pruning left no route and the goal is out of reach: pressing towards it (into a
+                # wall, as often as not) cannot recover, so the episode's graph is restored.
+                self._unprune()
+                total = self._totals(d_sc, prune)
             row = self._choose(total)
 
         self.replans += 1
@@ -245,6 +243,21 @@ class EpisodePlanner:
             self._subgoal = index
             self._subgoal_d = d_pick
         return StepResult(actions[row], self._nodes[row], index, True, self._counter, d_pick)
+
+    def _totals(self, d_sc: np.ndarray, prune: bool) -> np.ndarray:
+        """d_sc + d_cg over the candidates, inf where a candidate is excluded (see the module)."""
+        cfg, n = self.config, self._n
+        total = np.add(d_sc, self._d_cg, out=self._total)
+        excluded = d_sc[:n] > cfg.d_max  # unreliable local D
+        if cfg.mode == "l3p" and self._subgoal != GOAL:
+            excluded[self._subgoal] = True  # never re-pick the subgoal being replaced
+        if prune:
+            excluded |= self._pruned
+            excluded |= d_sc[:n] < PRUNE_AT_STEPS  # already there
+        np.copyto(total[:n], np.inf, where=excluded)
+        if d_sc[n] > cfg.d_max and np.isfinite(total[:n]).any():
+            total[n] = np.inf  # a far goal is cut like a landmark while one is usable
+        return total
 
     def _failed(self, d_now: float) -> bool:
         """prune_failed: the subgoal being replaced was not reached (its counter ran out)."""
@@ -263,6 +276,12 @@ class EpisodePlanner:
         self._w[landmark, landmark] = 0.0
         self._d_cg = solve_to_goal(self._w, self.config)
         self._d_cg.flags.writeable = False
+
+    def _unprune(self) -> None:
+        """Forget this episode's prunes: its graph and d_cg as they were at the start."""
+        self._pruned[:] = False
+        self._w = None
+        self._d_cg = self._d_cg_start
 
     def _choose(self, total: np.ndarray) -> int:
         """Row of the pick: argmin, or a softmax(-total / temperature) sample; goal if all inf."""

@@ -637,11 +637,36 @@ def test_prune_failed_removes_a_subgoal_the_robot_cannot_reach() -> None:
     assert picks[:4] == [0, 1, 0, 1] and planner.pruned == 0
     # prune_failed: the wormhole's counter ran out with D still 5 > max(3, 0.5 * 5): pruned.
     # Its incoming edges go and d_cg is solved again, so landmark 3 (which reached the goal
-    # only through 0) is unusable too; every later subgoal fails in turn and is pruned.
+    # only through 0) is unusable too; every later subgoal fails in turn and is pruned, until
+    # none is left with a route: the graph is restored rather than the far goal (30 > d_max)
+    # pursued, and the tries begin again.
     planner, picks = run_stuck_robot(prune_failed=True)
-    assert picks[:4] == [0, 1, 2, -1]
-    assert planner.pruned == 3 and 0 not in picks[1:] and 3 not in picks
+    assert picks[:6] == [0, 1, 2, 0, 1, 2]
+    assert 3 not in picks and -1 not in picks and planner.pruned < 3
     np.testing.assert_array_equal(planner.landmark_to_goal, [4.0, 8.0, 4.0, 8.0])  # as started
+
+
+def test_prune_failed_restores_the_graph_only_when_no_route_is_left() -> None:
+    # Two routes: 0 -> goal and 1 -> goal; the goal is far (40 > d_max). The robot is stuck.
+    table = np.full((3, 3), 100.0)
+    np.fill_diagonal(table, 0.0)
+    table[0, 2] = table[1, 2] = 4.0
+    planner = make_table_planner(table, local_horizon=0.0, d_max=15.0, prune_failed=True)
+    dist = TableDistance([5.0, 6.0, 40.0])
+    replans = []
+    for _ in range(20):
+        result = planner.step(np.zeros(3), dist, zero_policy)
+        if result.replanned:
+            replans.append((result.subgoal_index, planner.pruned))
+    # 0 fails and is pruned while 1 still has a route; then 1 fails too: no route is left, so
+    # both are restored and 0 (1 is the subgoal being replaced) is tried again.
+    assert replans[:3] == [(0, 0), (1, 1), (0, 0)]
+    # With the goal within d_max, a dead end still falls back on the goal (nothing is restored).
+    planner = make_table_planner(table, local_horizon=0.0, d_max=15.0, prune_failed=True)
+    dist = TableDistance([5.0, 6.0, 12.0])  # totals 9, 10, and the goal 12
+    picks = [r.subgoal_index for r in (planner.step(np.zeros(3), dist, zero_policy) for _ in range(30))
+             if r.replanned]
+    assert picks[:3] == [0, 1, -1] and planner.pruned == 2
 
 
 @pytest.mark.parametrize("search", SEARCHES)
