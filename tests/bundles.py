@@ -14,10 +14,15 @@ from l3p.training.export import export_bundle
 
 
 def export_untrained_bundle(out_dir: Path, env_id: str = "FetchReach-v4", n_landmarks: int = 16, seed: int = 0) -> Path:
-    """A valid bundle from untrained networks.
+    """A valid bundle from untrained networks (`untrained_agent`)."""
+    agent, provenance = untrained_agent(env_id, n_landmarks, seed)
+    return export_bundle(agent, Path(out_dir), provenance, force=True)
 
-    Normalizer statistics come from a few random-action episodes of the real env, and the landmarks
-    are GLS-spread achieved goals of those episodes, so inputs and nodes are in the env's ranges."""
+
+def untrained_agent(env_id: str = "FetchReach-v4", n_landmarks: int = 16, seed: int = 0) -> tuple[L3PAgent, dict]:
+    """Untrained networks and their provenance. Normalizer statistics come from a few random-action
+    episodes of the real env, and the landmarks are GLS-spread achieved goals of those episodes, so
+    inputs and nodes are in the env's ranges."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     cfg = preset(env_id).replace(n_landmarks=n_landmarks, seed=seed)
@@ -37,4 +42,4 @@ def export_untrained_bundle(out_dir: Path, env_id: str = "FetchReach-v4", n_land
     agent.init_clusters(goals + 0.05 * rng.standard_normal(goals.shape).astype(np.float32), rng)
     provenance = {"command": "export_untrained_bundle", "config": cfg.to_dict(), "env_steps": 0,
                   "optimizer_steps": 0, "wall_time_s": 0.0, "seed": seed, "success": {}, "untrained": True}
-    return export_bundle(agent, Path(out_dir), provenance, force=True)
+    return agent, provenance

@@ -36,6 +36,10 @@ OPSET = 17
 # float32 rounding alone is ~1e-5 relative).
 PARITY_ATOL = 1e-4
 PARITY_RTOL = 1e-5
+# Actions: PARITY_ACTION_ATOL x the action bound. Two float32 GEMM libraries sum in different
+# orders, and a trained actor's hidden activations are large: on the ant's actor (680 k env steps)
+# onnxruntime and torch differ by up to 3e-4 in an unsaturated action; an export bug is far larger.
+PARITY_ACTION_ATOL = 1e-3
 
 
 class BundleExistsError(L3PError):
@@ -186,8 +190,9 @@ def gls_landmarks(agent: L3PAgent, replay_goals: np.ndarray, seed: int = 0) -> n
 
 def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (1, 81), seed: int = 0,
                  landmarks: np.ndarray | None = None) -> float:
-    """Largest |onnxruntime − torch| / (PARITY_ATOL + PARITY_RTOL·|torch|) over every graph on random
-    raw inputs (1 = the tolerance); raises ExportError above 1."""
+    """Largest |onnxruntime − torch| / (atol + PARITY_RTOL·|torch|) over every graph on random raw
+    inputs (1 = the tolerance; atol PARITY_ATOL, for actions PARITY_ACTION_ATOL x the action bound);
+    raises ExportError above 1."""
     rng = np.random.default_rng(seed)
     spec = agent.spec
     worst = 0.0
@@ -203,14 +208,16 @@ def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (
         (a_o,) = sess["actor"].run(None, {"obs": obs, "goal": goal})
         d_o, a_o2 = sess["distance"].run(None, {"obs": obs, "goal": goal})
         (v_o,) = sess["value"].run(None, {"goal_a": goal, "goal_b": goal_b})
-        pairs = [(a_t, a_o), (a_t, a_o2), (d_t, d_o), (agent.value_fn(goal, goal_b), v_o)]
-        worst = max([worst] + [float(np.max(np.abs(t - o) / (PARITY_ATOL + PARITY_RTOL * np.abs(t)))) for t, o in pairs])
+        action_atol = PARITY_ACTION_ATOL * spec.action_max
+        pairs = [(a_t, a_o, action_atol), (a_t, a_o2, action_atol), (d_t, d_o, PARITY_ATOL),
+                 (agent.value_fn(goal, goal_b), v_o, PARITY_ATOL)]
+        worst = max([worst] + [float(np.max(np.abs(t - o) / (atol + PARITY_RTOL * np.abs(t)))) for t, o, atol in pairs])
     (lm,) = sess["landmarks"].run(None, {})
     expected = agent.landmarks() if landmarks is None else landmarks
     worst = max(worst, float(np.max(np.abs(lm - expected))) / PARITY_ATOL if lm.size else 0.0)
     if worst > 1.0:
         raise ExportError(f"exported graphs differ from torch by {worst:.2f}x the tolerance "
-                          f"({PARITY_ATOL} + {PARITY_RTOL} x |value|)")
+                          f"({PARITY_ATOL} + {PARITY_RTOL} x |value|; actions {PARITY_ACTION_ATOL} x the bound)")
     return worst
 
 
