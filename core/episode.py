@@ -130,7 +130,8 @@ class EpisodePlanner:
         self._subgoal = GOAL  # the goal until the first re-plan picks something else
         self._subgoal_d = 0.0  # D(state, subgoal) when it was picked
         self._pruned = np.zeros(self._n, bool)  # prune_failed: landmarks removed this episode
-        self._w: np.ndarray | None = None  # prune_failed: this episode's graph, made on first prune
+        self._w_start: np.ndarray | None = None  # prune_failed: the episode's edges, made on the first prune
+        self._w: np.ndarray | None = None  # ... less the pruned landmarks' incoming edges
         self._pending: tuple[int, int] | None = None  # prepared: (index, counter) or re-plan
         self._prepared = False
         self._obs = np.empty((0, 0), np.float32)  # [N+1, obs_dim] batch, sized on first step
@@ -265,12 +266,14 @@ class EpisodePlanner:
 
     def _prune(self, landmark: int) -> None:
         """Remove the landmark's incoming edges for this episode and solve d_cg again."""
-        if self._w is None:  # the episode's edges, on the first prune only
+        if self._w_start is None:  # the episode's edges, once: a restore does not make them again
             landmarks, goal, cfg = self._nodes[:-1], self._nodes[-1], self.config
             if self._graph is not None:  # N value calls; the landmark block is cached
-                self._w = self._graph.episode_weights(goal, self._value_fn, cfg)
+                self._w_start = self._graph.episode_weights(goal, self._value_fn, cfg)
             else:  # N x (N+1) value calls
-                self._w = pairwise_graph(landmarks, goal, self._value_fn, cfg.d_max, cfg.adaptive_cut)
+                self._w_start = pairwise_graph(landmarks, goal, self._value_fn, cfg.d_max, cfg.adaptive_cut)
+        if self._w is None:  # the first prune since the start or a restore
+            self._w = self._w_start.copy()
         self._pruned[landmark] = True
         self._w[:, landmark] = np.inf
         self._w[landmark, landmark] = 0.0

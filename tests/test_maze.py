@@ -225,6 +225,7 @@ def test_the_video_draws_the_models_landmarks(maze_bundle, tmp_path):
     plain, drawn = frames
     changed = np.abs(drawn - plain).sum(-1) > 60
     assert changed.sum() > 20, changed.sum()
+
     def pink(pixels):
         return (pixels[:, 0] + pixels[:, 2] - 2 * pixels[:, 1]).mean()
 
