@@ -59,6 +59,14 @@ def test_resume_continues_exactly(tmp_path):
     assert straight.rng.bit_generator.state == resumed.rng.bit_generator.state
     hist = [r["env_steps"] for r in resumed.progress.history]
     assert hist == [200, 400, 600, 800]
+    # Each evaluation kept the weights it measured, across the resume.
+    assert sorted(f.name for f in (tmp_path / "split" / "snapshots").iterdir()) == [
+        f"{n:010d}.pt" for n in hist]
+    last = load_checkpoint(tmp_path / "split" / "snapshots" / f"{800:010d}.pt")
+    assert last["progress"]["env_steps"] == 800 and last["progress"]["history"][-1] == resumed.progress.history[-1]
+    for name, module in resumed.agent.modules().items():
+        for k, v in module.state_dict().items():
+            np.testing.assert_array_equal(last["agent"]["modules"][name][k].numpy(), v.numpy(), err_msg=f"{name}.{k}")
     assert (tmp_path / "split" / "learning_curve.png").stat().st_size > 1000
     assert (tmp_path / "split" / "progress.csv").read_text().count("\n") == 5
 
@@ -171,6 +179,16 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     with np.load(tmp_path / "run" / "replay.npz") as replay:
         visited = replay["ag"].reshape(-1, 3)
     assert all(np.any(np.all(visited == row, axis=1)) for row in lm)  # each one an achieved goal
+    # An earlier evaluation's snapshot exports as itself: its steps, its measured success, its weights.
+    snapshot = Path("run") / "snapshots" / f"{200:010d}.pt"
+    r = l3p("export", str(snapshot), "b6", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    prov6 = json.loads((tmp_path / "b6" / "manifest.json").read_text())["provenance"]
+    first_eval = json.loads((tmp_path / "b2" / "manifest.json").read_text())["provenance"]
+    assert prov6["env_steps"] == 200 and prov6["source_checkpoint"] == str(snapshot)
+    assert prov6["optimizer_steps"] < first_eval["optimizer_steps"]
+    assert (tmp_path / "b6" / "learning_curve.png").is_file()  # the run's whole curve: where it was chosen
+    assert sha256(tmp_path / "b6" / "actor.onnx") != sha256(tmp_path / "b2" / "actor.onnx")
     r = l3p("train", "--env", "FetchPush-v4", "--out", "run", cwd=tmp_path)
     assert r.returncode == 2 and "--resume" in r.stderr
 

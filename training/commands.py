@@ -26,7 +26,7 @@ from l3p.sim.draw import plot_landmarks
 from l3p.training.agent import L3PAgent
 from l3p.training.config import PLACEMENT_KEYS, PLANNER_KEYS, TrainConfig, preset
 from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
-from l3p.training.trainer import CHECKPOINT, REPLAY, Trainer, load_checkpoint, run_provenance
+from l3p.training.trainer import CHECKPOINT, REPLAY, SNAPSHOTS, Trainer, load_checkpoint, run_provenance
 
 
 class TrainArgumentError(L3PError):
@@ -150,7 +150,8 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 # ---------------------------------------------------------------------------------------- export
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="run directory (or its checkpoint.pt)")
+    parser.add_argument("checkpoint", help="run directory (its last checkpoint), or a file: its checkpoint.pt or "
+                                           "one of its snapshots/ (the weights of one evaluation, named by env steps)")
     parser.add_argument("out_dir", help="bundle directory to create")
     parser.add_argument("--force", action="store_true", help="overwrite an existing bundle directory")
     options = "; ".join(f"{name}: {option.help}" for name, option in OPTIONS.items())
@@ -162,16 +163,17 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    run_dir = Path(args.checkpoint)
-    if run_dir.is_file():
+    source = Path(args.checkpoint)
+    run_dir = source if source.is_dir() else source.parent
+    if run_dir.name == SNAPSHOTS:
         run_dir = run_dir.parent
     planner_overrides = parse_overrides(args.planner, "--planner")
-    state = load_checkpoint(run_dir)
+    state = load_checkpoint(source)
     agent = agent_from_checkpoint(state)
     command = _command_line("export", [args.checkpoint, args.out_dir],
                             [("--planner", args.planner), ("--landmarks", args.landmarks), ("--force", args.force)])
     provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
-                  "export_command": command, "source_checkpoint": str(run_dir)}
+                  "export_command": command, "source_checkpoint": str(source)}
     landmarks = None
     if args.landmarks == "gls":
         try:

@@ -9,7 +9,9 @@ hindsight-relabelled batches plus latent-cluster steps and soft-updates the targ
 ``"inline"`` it runs first, in this one. Both give the same run. Every few cycles it evaluates
 (success with the policy alone and with the planner), logs a CSV row, redraws the learning curve,
 and writes a checkpoint that ``--resume`` continues exactly (it holds the collected, not yet
-stored, episodes of the next cycle). ``collectors`` workers (processes, or Ray actors with
+stored, episodes of the next cycle). Every evaluation also keeps the weights it measured as a
+snapshot (``snapshots/``), because success can swing between evaluations: ``l3p export`` takes any
+of them, so the served model is the one validation chose, not merely the last. ``collectors`` workers (processes, or Ray actors with
 ``collector="ray"``) share a cycle's envs; the learner runs on ``device`` (training/device.py).
 """
 from __future__ import annotations
@@ -44,6 +46,7 @@ from l3p.training.replay import EpisodeReplay
 
 CHECKPOINT = "checkpoint.pt"
 REPLAY = "replay.npz"
+SNAPSHOTS = "snapshots"  # one file per evaluation: the agent it measured, not a resumable checkpoint
 
 
 class CheckpointError(L3PError):
@@ -181,6 +184,16 @@ class Trainer:
         os.replace(tmp_replay, self.run_dir / REPLAY)
         os.replace(tmp_ckpt, self.run_dir / CHECKPOINT)
 
+    def save_snapshot(self) -> Path:
+        """The agent as this evaluation measured it, named by env steps (exportable, not resumable)."""
+        path = snapshot_path(self.run_dir, self.progress.env_steps)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {"config": self.cfg.to_dict(), "agent": self.agent.state_dict(), "progress": vars(self.progress),
+                 "command": self.command}
+        torch.save(state, path.with_suffix(".tmp"))
+        os.replace(path.with_suffix(".tmp"), path)
+        return path
+
     @classmethod
     def resume(cls, run_dir: Path, total_env_steps: int | None = None,
                placement: dict[str, Any] | None = None) -> "Trainer":
@@ -290,6 +303,7 @@ class Trainer:
                            self.cfg.env_id, agent.value_fn, self.cfg.planner.d_max)
         p.wall_time_s += time.perf_counter() - t0
         p.history.append(row)
+        self.save_snapshot()
         self._write_logs()
         return row
 
@@ -331,8 +345,15 @@ def run_provenance(command: str, config: dict, progress: dict, optimizer_steps: 
                        f"{config['torch_threads']} thread(s)"}
 
 
-def load_checkpoint(run_dir: Path) -> dict:
-    path = Path(run_dir) / CHECKPOINT
+def snapshot_path(run_dir: Path, env_steps: int) -> Path:
+    return Path(run_dir) / SNAPSHOTS / f"{env_steps:010d}.pt"
+
+
+def load_checkpoint(path: Path) -> dict:
+    """A run directory's checkpoint, or a checkpoint or snapshot file named directly."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / CHECKPOINT
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
     try:
