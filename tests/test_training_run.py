@@ -64,6 +64,7 @@ def test_resume_continues_exactly(tmp_path):
         f"{n:010d}.pt" for n in hist]
     last = load_checkpoint(tmp_path / "split" / "snapshots" / f"{800:010d}.pt")
     assert last["progress"]["env_steps"] == 800 and last["progress"]["history"][-1] == resumed.progress.history[-1]
+    assert "optimizers" not in last["agent"]  # weights only: a third of a checkpoint's agent
     for name, module in resumed.agent.modules().items():
         for k, v in module.state_dict().items():
             np.testing.assert_array_equal(last["agent"]["modules"][name][k].numpy(), v.numpy(), err_msg=f"{name}.{k}")

@@ -271,19 +271,24 @@ class L3PAgent:
         return {"actor": self.opt_actor, "critic": self.opt_critic, "value": self.opt_value, "ae": self.opt_ae,
                 "clusters": self.opt_clusters}
 
-    def state_dict(self) -> dict:
+    def state_dict(self, optimizers: bool = True) -> dict:
+        """Everything training needs to continue; ``optimizers=False``: the weights alone (a third
+        of the size), enough to act and to export, not to resume."""
         self._wait()
-        return {"modules": {k: m.state_dict() for k, m in self.modules().items()},
-                "optimizers": {k: o.state_dict() for k, o in self.optimizers().items()},
-                "optimizer_steps": self.optimizer_steps, "clusters_ready": self.clusters_ready,
-                "cluster_batch": self._cluster_batch}
+        state = {"modules": {k: m.state_dict() for k, m in self.modules().items()},
+                 "optimizer_steps": self.optimizer_steps, "clusters_ready": self.clusters_ready,
+                 "cluster_batch": self._cluster_batch}
+        if optimizers:
+            state["optimizers"] = {k: o.state_dict() for k, o in self.optimizers().items()}
+        return state
 
     def load_state_dict(self, state: dict) -> None:
-        """From a checkpoint written on any device (tensors are copied onto this agent's)."""
+        """From a checkpoint written on any device (tensors are copied onto this agent's); a state
+        without optimizers leaves them as they are."""
         self._wait()
         for k, m in self.modules().items():
             m.load_state_dict(state["modules"][k])
-        for k, o in self.optimizers().items():
+        for k, o in self.optimizers().items() if "optimizers" in state else ():
             o.load_state_dict(state["optimizers"][k])
             for group in o.param_groups:  # the saved flag is the writer's device's; capturable needs CUDA
                 group["capturable"] = self._capturable

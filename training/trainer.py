@@ -188,8 +188,8 @@ class Trainer:
         """The agent as this evaluation measured it, named by env steps (exportable, not resumable)."""
         path = snapshot_path(self.run_dir, self.progress.env_steps)
         path.parent.mkdir(parents=True, exist_ok=True)
-        state = {"config": self.cfg.to_dict(), "agent": self.agent.state_dict(), "progress": vars(self.progress),
-                 "command": self.command}
+        state = {"config": self.cfg.to_dict(), "agent": self.agent.state_dict(optimizers=False),
+                 "progress": vars(self.progress), "command": self.command}
         torch.save(state, path.with_suffix(".tmp"))
         os.replace(path.with_suffix(".tmp"), path)
         return path
