@@ -11,8 +11,9 @@ hindsight-relabelled batches plus latent-cluster steps and soft-updates the targ
 and writes a checkpoint that ``--resume`` continues exactly (it holds the collected, not yet
 stored, episodes of the next cycle). Every evaluation also keeps the weights it measured as a
 snapshot (``snapshots/``), because success can swing between evaluations: ``l3p export`` takes any
-of them, so the served model is the one validation chose, not merely the last. ``collectors`` workers (processes, or Ray actors with
-``collector="ray"``) share a cycle's envs; the learner runs on ``device`` (training/device.py).
+of them, so the served model is the one validation chose, not merely the last. ``collectors``
+workers (processes, or Ray actors with ``collector="ray"``) share a cycle's envs; the learner runs
+on ``device`` (training/device.py).
 """
 from __future__ import annotations
 
