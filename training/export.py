@@ -195,6 +195,7 @@ def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (
     raises ExportError above 1."""
     rng = np.random.default_rng(seed)
     spec = agent.spec
+    action_atol = PARITY_ACTION_ATOL * spec.action_max
     worst = 0.0
     sess = {n: ort.InferenceSession(str(Path(bundle) / graph_file(n)), providers=["CPUExecutionProvider"])
             for n in GRAPHS}
@@ -208,7 +209,6 @@ def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (
         (a_o,) = sess["actor"].run(None, {"obs": obs, "goal": goal})
         d_o, a_o2 = sess["distance"].run(None, {"obs": obs, "goal": goal})
         (v_o,) = sess["value"].run(None, {"goal_a": goal, "goal_b": goal_b})
-        action_atol = PARITY_ACTION_ATOL * spec.action_max
         pairs = [(a_t, a_o, action_atol), (a_t, a_o2, action_atol), (d_t, d_o, PARITY_ATOL),
                  (agent.value_fn(goal, goal_b), v_o, PARITY_ATOL)]
         worst = max([worst] + [float(np.max(np.abs(t - o) / (atol + PARITY_RTOL * np.abs(t)))) for t, o, atol in pairs])

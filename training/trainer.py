@@ -175,9 +175,8 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """Atomic: write to temporary names, then rename, so an interrupted save keeps the last good one."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        state = {"config": self.cfg.to_dict(), "agent": self.agent.state_dict(),
+        state = {**self._exportable_state(optimizers=True),
                  "rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
-                 "progress": vars(self.progress), "command": self.command,
                  "pending": None if (pending := self._next_episodes()) is None else pending.state_dict()}
         tmp_ckpt, tmp_replay = self.run_dir / (CHECKPOINT + ".tmp"), self.run_dir / ("replay.tmp.npz")
         torch.save(state, tmp_ckpt)
@@ -189,11 +188,14 @@ class Trainer:
         """The agent as this evaluation measured it, named by env steps (exportable, not resumable)."""
         path = snapshot_path(self.run_dir, self.progress.env_steps)
         path.parent.mkdir(parents=True, exist_ok=True)
-        state = {"config": self.cfg.to_dict(), "agent": self.agent.state_dict(optimizers=False),
-                 "progress": vars(self.progress), "command": self.command}
-        torch.save(state, path.with_suffix(".tmp"))
+        torch.save(self._exportable_state(optimizers=False), path.with_suffix(".tmp"))
         os.replace(path.with_suffix(".tmp"), path)
         return path
+
+    def _exportable_state(self, optimizers: bool) -> dict:
+        """What `l3p export` reads (`load_checkpoint`): a checkpoint adds what resuming needs."""
+        return {"config": self.cfg.to_dict(), "agent": self.agent.state_dict(optimizers=optimizers),
+                "progress": vars(self.progress), "command": self.command}
 
     @classmethod
     def resume(cls, run_dir: Path, total_env_steps: int | None = None,
