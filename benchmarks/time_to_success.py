@@ -23,9 +23,7 @@ One invocation measures, on this machine:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import math
 import os
 import shlex
 import sys
@@ -39,13 +37,12 @@ import torch
 from l3p.core.overrides import parse_overrides
 from l3p.training.config import TrainConfig, preset
 from l3p.training.trainer import Trainer
+from curves import MODES, THRESHOLDS, as_rate, first_reach, read_curve
 from train_throughput import STARTUP_CYCLES
 
-THRESHOLDS = (0.5, 0.8, 0.9, 0.95)
 # The previous trainer's curves: the progress.csv of the bundle it shipped (FetchPush-v4: 960 k env
 # steps, 132 min, one process and one learner thread, planning on half the episodes after 2 000).
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
-MODES = ("policy", "l3p")
 # Throughput settings, previous trainer first: (label, TrainConfig overrides).
 SETTINGS = {
     "previous": ("one process, one learner thread", dict(collector="inline", overlap_updates=False)),
@@ -56,34 +53,6 @@ SETTINGS = {
 # --quick: FetchReach with small networks and short schedules, a few minutes of CPU at most.
 QUICK = dict(total_env_steps=2_000, hidden=64, layers=2, ae_hidden=32, n_landmarks=10, gls_sample=200,
              cluster_batch=40, extra_landmarks=5, planning_start_episodes=10, buffer_episodes=200, search="hard")
-
-
-def first_reach(rows: list[dict]) -> dict:
-    """{mode: {threshold: {env_steps, wall_s} or None}}: the first evaluation at or above it."""
-    out = {}
-    for mode in MODES:
-        out[mode] = {}
-        for thr in THRESHOLDS:
-            hit = next((r for r in rows if _num(r.get(f"success_{mode}")) >= thr), None)
-            out[mode][str(thr)] = None if hit is None else {"env_steps": int(hit["env_steps"]),
-                                                            "wall_s": float(hit["wall_time_s"])}
-    return out
-
-
-def _num(x) -> float:
-    """A success cell as a number; unmeasured cells (missing, empty, nan) never reach a threshold."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return -math.inf
-    return -math.inf if math.isnan(v) else v
-
-
-def read_curve(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return [{"env_steps": int(r["env_steps"]), "wall_time_s": float(r["wall_time_s"]),
-                 **{f"success_{m}": float(r[f"success_{m}"]) if _num(r.get(f"success_{m}")) > -math.inf else None
-                    for m in MODES}} for r in csv.DictReader(f)]
 
 
 def scaled_setting(device: str, collector: str, collectors: int) -> dict | None:
@@ -159,7 +128,7 @@ def time_to_success(cfg: TrainConfig, run_dir: Path, minutes: float | None, show
     stopped_by = ["step budget"]
 
     def watch(p):  # the last evaluation reached every threshold in both modes, or time is up
-        if p.history and all(_num(p.history[-1].get(f"success_{m}")) >= max(THRESHOLDS) for m in MODES):
+        if p.history and all(as_rate(p.history[-1].get(f"success_{m}")) >= max(THRESHOLDS) for m in MODES):
             stopped_by[0] = "all thresholds reached"
         elif minutes is not None and time.perf_counter() - start > minutes * 60:
             stopped_by[0] = "time budget"

@@ -24,7 +24,7 @@ def benchmark(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("name", ["serve_latency", "start_bursts", "train_throughput", "time_to_success", "swap",
-                                  "landmark_reach"])
+                                  "landmark_reach", "learning_speed"])
 def test_each_benchmark_runs_as_a_script_from_anywhere(name, tmp_path):
     assert benchmark(name, "--help", cwd=tmp_path).stdout.startswith("usage: ")
 
@@ -168,3 +168,45 @@ def test_train_throughput_compares_worker_settings_and_devices(tmp_path):
     assert all(r["env_steps_per_s"] > 0 and r["optimizer_steps_per_s"] > 0 for r in result["workers"].values())
     assert list(result["update_ms"]) == ["cpu"] and result["update_ms"]["cpu"]["256"] > 0
     assert "learner update alone (ms per optimizer step)" in printed
+
+
+def _run_dir(path: Path, env_id: str, plan_eps: float, rows: list[tuple[int, float, float | None]]) -> Path:
+    """A training run directory as `l3p train` leaves it: config.json and progress.csv."""
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"env_id": env_id, "seed": 0, "plan_eps": plan_eps,
+                                                  "eval_episodes": 20}))
+    lines = ["cycle,env_steps,wall_time_s,success_policy,success_l3p"]
+    lines += [f"{i},{steps},{steps / 100},{pol},{'' if l3p is None else l3p}" for i, (steps, pol, l3p) in enumerate(rows)]
+    (path / "progress.csv").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_learning_speed_compares_runs_over_the_env_steps_both_reached(tmp_path):
+    plan = _run_dir(tmp_path / "plan", "l3p/FetchPlaceInsideBox-v0", 0.5,
+                    [(100, 0.0, None), (200, 0.2, 0.1), (300, 0.4, 0.6), (400, 0.8, 0.9), (500, 1.0, 1.0)])
+    noplan = _run_dir(tmp_path / "noplan", "l3p/FetchPlaceInsideBox-v0", 0.0,
+                      [(100, 0.0, None), (200, 0.0, 0.0), (300, 0.1, 0.2), (400, 0.5, 0.4)])
+    out, png = tmp_path / "speed.json", tmp_path / "speed.png"
+    printed = benchmark("learning_speed", str(plan), str(noplan), "--segments", "2", "--out", str(out),
+                        "--plot", str(png), cwd=tmp_path).stdout
+    result = json.loads(out.read_text())
+    assert result["common_env_steps"] == 400 and result["segments"] == [0, 200, 400]  # the shorter run's end
+    a, b = result["runs"]
+    assert (a["label"], b["label"]) == ("plan (plan_eps 0.5)", "noplan (plan_eps 0)")
+    assert a["policy"]["spans"] == [{"mean": 0.1, "evaluations": 2}, {"mean": 0.6, "evaluations": 2}]
+    assert a["l3p"]["spans"] == [{"mean": 0.1, "evaluations": 1}, {"mean": 0.75, "evaluations": 2}]  # unmeasured left out
+    assert a["policy"]["overall"] == {"mean": 0.35, "evaluations": 4}  # 500 lies past the common range
+    assert b["policy"]["overall"] == {"mean": 0.15, "evaluations": 4}
+    assert a["policy"]["first_reach"] == {"0.5": {"env_steps": 400, "wall_s": 4.0},
+                                          "0.8": {"env_steps": 400, "wall_s": 4.0}, "0.9": None}
+    assert b["l3p"]["first_reach"]["0.5"] is None and b["policy"]["first_reach"]["0.5"]["env_steps"] == 400
+    assert (a["final_env_steps"], a["wall_s_to_common"], len(a["curve"])) == (500, 4.0, 5)
+    rows = {tuple(line.split()[:4]): line.split()[4:] for line in printed.splitlines()}
+    assert rows[("plan", "(plan_eps", "0.5)", "policy")] == ["0.10", "0.60", "0.35", "400", "400", "-"]
+    assert rows[("noplan", "(plan_eps", "0)", "l3p")] == ["0.00", "0.30", "0.20", "-", "-", "-"]
+    assert "0-200" in printed and "200-400" in printed and png.stat().st_size > 10_000
+
+    other = _run_dir(tmp_path / "push", "FetchPush-v4", 0.5, [(100, 0.5, 0.5)])
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "learning_speed.py"), str(plan), str(other)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "the runs train different envs" in proc.stderr

@@ -9,7 +9,8 @@ from l3p.training import losses
 from l3p.training.gls import greedy_latent_sparsification
 from l3p.training.networks import Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, q_from_distance
 from l3p.training.normalizer import Normalizer
-from l3p.training.replay import EpisodeReplay
+from l3p.training.config import preset
+from l3p.training.replay import EpisodeReplay, within_radius
 
 T, OD, GD, AD = 10, 5, 2, 3
 
@@ -56,6 +57,17 @@ def test_rewards_are_recomputed_for_relabelled_goals(replay):
 def test_no_relabelling_keeps_the_episode_goal(replay):
     b = replay.sample(100, np.random.default_rng(2), threshold_reward, relabel_p=0.0)
     assert np.all(b.goal == -7.0) and np.all(b.reward == -1.0)
+
+
+def test_a_goal_radius_pays_only_inside_it_and_never_beyond_the_envs_own():
+    goal = np.zeros((4, GD), np.float32)
+    achieved = np.array([[0.01, 0], [0.03, 0], [0.04, 0.04], [0.5, 0]], np.float32)  # 0.057 m: outside the env's
+    np.testing.assert_array_equal(threshold_reward(achieved, goal), [0, 0, -1, -1])
+    assert within_radius(threshold_reward, None) is threshold_reward
+    np.testing.assert_array_equal(within_radius(threshold_reward, 0.02)(achieved, goal), [0, -1, -1, -1])
+    np.testing.assert_array_equal(within_radius(threshold_reward, 1.0)(achieved, goal), [0, 0, -1, -1])
+    with pytest.raises(ValueError, match="goal_radius must be > 0"):
+        preset("AntMaze_UMaze-v5").replace(goal_radius=0.0)
 
 
 def test_replay_is_a_ring_buffer_and_round_trips(replay):

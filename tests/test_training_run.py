@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from l3p.training.config import preset
+from l3p.training.config import TrainConfig, preset
 from l3p.training.export import BundleExistsError, export_bundle, sha256
 from l3p.training.trainer import CheckpointError, Trainer, load_checkpoint
 
@@ -33,6 +33,15 @@ def tiny_cfg(steps_cycles: int, **kw):
 def params(trainer: Trainer) -> dict[str, np.ndarray]:
     return {f"{name}.{k}": v.detach().clone().numpy() for name, m in trainer.agent.modules().items()
             for k, v in m.state_dict().items()}
+
+
+def test_a_goal_radius_pays_the_learner_only_inside_it(tmp_path):
+    trainer = Trainer(tiny_cfg(1, collector="inline", goal_radius=0.01), tmp_path)
+    goal = np.zeros((3, 3), np.float32)
+    achieved = np.array([[0.005, 0, 0], [0.03, 0, 0], [0.2, 0, 0]], np.float32)  # FetchReach's own radius: 0.05
+    np.testing.assert_array_equal(trainer.env.compute_reward(achieved, goal), [0, 0, -1])
+    np.testing.assert_array_equal(trainer.reward_fn(achieved, goal), [0, -1, -1])
+    assert TrainConfig.from_dict(json.loads(trainer.cfg.dumps())).goal_radius == 0.01  # as config.json keeps it
 
 
 def test_resume_continues_exactly(tmp_path):

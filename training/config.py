@@ -73,6 +73,10 @@ class TrainConfig:
     # --- hindsight relabelling ---
     relabel_p: float = 0.8              # fraction of goals replaced by future achieved goals
     future_step: int = 50               # future window (steps ahead); 50 = rest of the episode
+    # Train on a stricter success than the env's: its reward, and the achieved goal within this
+    # distance of the goal (None: the env's alone). A policy rewarded anywhere inside the env's
+    # radius learns to stop at its edge; evaluation always keeps the env's own success test.
+    goal_radius: float | None = None
 
     # --- DDPG with a distance critic ---
     gamma: float = 0.98
@@ -142,6 +146,8 @@ class TrainConfig:
             raise ValueError(f"eval_max_steps must be >= 1 or null, got {self.eval_max_steps!r}")
         if self.eval_min_cells < 1:
             raise ValueError(f"eval_min_cells must be >= 1, got {self.eval_min_cells!r}")
+        if self.goal_radius is not None and not self.goal_radius > 0:
+            raise ValueError(f"goal_radius must be > 0 or null, got {self.goal_radius!r}")
         if self.grad_norm_clip is not None and not self.grad_norm_clip > 0:
             raise ValueError(f"grad_norm_clip must be > 0 or null, got {self.grad_norm_clip!r}")
         if not isinstance(self.planner, PlannerConfig):

@@ -15,6 +15,19 @@ import numpy as np
 RewardFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+def within_radius(reward_fn: RewardFn, radius: float | None) -> RewardFn:
+    """``reward_fn`` (0 at the goal, -1 elsewhere), and 0 only where the achieved goal also lies
+    within ``radius`` of the goal; None: ``reward_fn`` itself."""
+    if radius is None:
+        return reward_fn
+
+    def reward(achieved: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        inside = np.linalg.norm(achieved - goal, axis=-1) <= radius
+        return np.where(inside, reward_fn(achieved, goal), -1.0).astype(np.float32)
+
+    return reward
+
+
 @dataclass
 class Batch:
     obs: np.ndarray

@@ -43,7 +43,7 @@ from l3p.training.agent import L3PAgent
 from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, WorkerPool,
                                     planned_actions)
 from l3p.training.config import PLACEMENT_KEYS, TrainConfig
-from l3p.training.replay import EpisodeReplay
+from l3p.training.replay import EpisodeReplay, within_radius
 
 CHECKPOINT = "checkpoint.pt"
 REPLAY = "replay.npz"
@@ -117,6 +117,7 @@ class Trainer:
         self.agent = L3PAgent(cfg, self.spec)
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
                                     self.spec.goal_dim, self.spec.action_dim)
+        self.reward_fn = within_radius(self.env.compute_reward, cfg.goal_radius)  # what the learner is paid
         self.progress = Progress()
         self._collector: InlineCollector | WorkerPool | None = None  # open while training
         self._pending: Episodes | None = None  # collected for the next cycle, not stored yet
@@ -259,7 +260,7 @@ class Trainer:
                 self._collector.submit(self._collect_request())
                 if not episodes.warmup:
                     for _ in range(cfg.updates_per_cycle):
-                        batch = self.replay.sample(cfg.batch_size, self.rng, self.env.compute_reward, cfg.relabel_p,
+                        batch = self.replay.sample(cfg.batch_size, self.rng, self.reward_fn, cfg.relabel_p,
                                                    cfg.future_step)
                         _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
                         if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
