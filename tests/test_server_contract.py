@@ -42,6 +42,8 @@ def test_the_server_caps_its_own_thread_pools_without_thread_variables(untrained
     env = without_thread_variables(os.environ)  # like a user's shell (scripts/test sets some)
     assert not set(THREAD_VARIABLES) & set(env)
     with LocalServer(untrained_bundle, env=env) as process:
+        # Logged before READY, but on stderr, which another thread drains: it may land just after.
+        wait_until(lambda: any(e["event"] == "thread_pools" for e in log_events(process)), "the thread_pools event")
         pools = next(e for e in log_events(process) if e["event"] == "thread_pools")
         assert pools["blas_threads"] and set(pools["blas_threads"].values()) == {1}, pools
         assert pools["onnxruntime_intra_op_threads"] == 1
