@@ -56,10 +56,10 @@ def compare(runs: list[dict], segments: int) -> dict:
         entry = {k: run[k] for k in ("run", "label", "seed", "plan_eps", "eval_episodes")}
         entry["wall_s_to_common"] = last["wall_time_s"]
         entry["final_env_steps"] = run["rows"][-1]["env_steps"]
+        reached = first_reach(rows, RATES)
         for mode in MODES:
             entry[mode] = {"spans": [span_mean(rows, mode, lo, hi) for lo, hi in zip(edges, edges[1:])],
-                           "overall": span_mean(rows, mode, 0, common),
-                           "first_reach": first_reach(rows, RATES)[mode]}
+                           "overall": span_mean(rows, mode, 0, common), "first_reach": reached[mode]}
         entry["curve"] = [{k: r[k] for k in ("env_steps", "wall_time_s", "success_policy", "success_l3p")}
                           for r in run["rows"]]
         out["runs"].append(entry)
