@@ -355,7 +355,8 @@ class PlannerClient:
 
         ``options``: ``seed`` and the per-episode planner options (`l3p.core.names.EPISODE_OPTIONS`:
         ``d_max``, ``temperature``, ``search``, ``local_horizon``, ``sample_subgoal``,
-        ``prune_failed``), checked by :func:`episode_options`; ``None`` = the bundle's default.
+        ``prune_failed``, ``require_progress``), checked by :func:`episode_options`; ``None`` = the
+        bundle's default.
         ``resume``: see the module doc.
         """
         return Episode(self, goal, episode_options(mode, **options), resume)

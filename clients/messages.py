@@ -45,7 +45,8 @@ def episode_options(mode: str | None = None, *, seed: int | None = None, **overr
     """``EpisodeOptions`` from plain values; ``None`` (or not given) means the bundle's default.
 
     ``overrides``: any per-episode option of `l3p.core.names.EPISODE_OPTIONS` (``d_max``,
-    ``temperature``, ``search``, ``local_horizon``, ``sample_subgoal``, ``prune_failed``).
+    ``temperature``, ``search``, ``local_horizon``, ``sample_subgoal``, ``prune_failed``,
+    ``require_progress``).
     A value out of its range raises ValueError naming the option and the range, as the server would.
     """
     unknown = sorted(set(overrides) - set(EPISODE_OPTIONS))

@@ -46,6 +46,14 @@ class PlannerConfig:
     # a route while the goal is beyond d_max: then every prune is forgotten (the episode's graph
     # as it started), rather than pursuing the far goal directly (into a wall, as often as not).
     prune_failed: bool = False
+    # Extension beyond Algorithm 1 (mode l3p). Excluding only the subgoal being replaced lets a
+    # distance estimate that is too long towards the goal (it stays beyond d_max from every
+    # landmark near it, so the goal stays cut) alternate the agent between two landmarks that
+    # each route through the other. With require_progress a landmark is a candidate only if its
+    # graph distance to the goal (d_cg) is below that of the last landmark the episode picked;
+    # when none is, the goal is pursued directly. The picks' d_cg then falls strictly, so an
+    # episode visits at most N landmarks before going for the goal.
+    require_progress: bool = False
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field and its allowed range."""

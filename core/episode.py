@@ -27,7 +27,10 @@ subgoal index -1 means "the final goal".
    nothing is reachable and the goal is pursued with a non-finite estimate).
    With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
    also remembers subgoals it failed to reach and removes them from its graph, and restores
-   them all when that leaves no route and the goal is beyond d_max.
+   them all when that leaves no route and the goal is beyond d_max. With ``require_progress``
+   (also an extension, off by default) a landmark is a candidate only if its d_cg is below
+   that of the last landmark the episode picked, so the picks approach the goal and cannot
+   cycle.
    Mode ``naive`` re-plans every step (no counter, no exclusion) and keeps the same
    local-horizon shortcut, so l3p vs naive measures the counter and the exclusion alone
    (``local_horizon=0`` turns the shortcut off in both); mode ``policy`` skips planning:
@@ -129,6 +132,7 @@ class EpisodePlanner:
         self._counter = 0
         self._subgoal = GOAL  # the goal until the first re-plan picks something else
         self._subgoal_d = 0.0  # D(state, subgoal) when it was picked
+        self._bound = GOAL  # require_progress: the last landmark picked (GOAL: none yet)
         self._pruned = np.zeros(self._n, bool)  # prune_failed: landmarks removed this episode
         self._w_start: np.ndarray | None = None  # prune_failed: the episode's edges, made on the first prune
         self._w: np.ndarray | None = None  # ... less the pruned landmarks' incoming edges
@@ -243,6 +247,8 @@ class EpisodePlanner:
             self._counter = min(steps, cfg.counter_cap)
             self._subgoal = index
             self._subgoal_d = d_pick
+            if index != GOAL:
+                self._bound = index
         return StepResult(actions[row], self._nodes[row], index, True, self._counter, d_pick)
 
     def _totals(self, d_sc: np.ndarray, prune: bool) -> np.ndarray:
@@ -252,6 +258,8 @@ class EpisodePlanner:
         excluded = d_sc[:n] > cfg.d_max  # unreliable local D
         if cfg.mode == "l3p" and self._subgoal != GOAL:
             excluded[self._subgoal] = True  # never re-pick the subgoal being replaced
+        if cfg.mode == "l3p" and cfg.require_progress and self._bound != GOAL:
+            excluded |= self._d_cg[:n] >= self._d_cg[self._bound]  # nearer the goal than the last pick
         if prune:
             excluded |= self._pruned
             excluded |= d_sc[:n] < PRUNE_AT_STEPS  # already there

@@ -121,6 +121,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("adaptive_cut", "bool", "a node keeps its nearest incoming edge even beyond d_max", per_episode=False),
     Option("prune_failed", "bool", "l3p: prune subgoals not reached within their counter (an extension)",
            modes=("l3p",)),
+    Option("require_progress", "bool", "l3p: a landmark is a candidate only if nearer the goal (by the graph) "
+           "than the last one picked (an extension)", modes=("l3p",)),
 )}
 EPISODE_OPTIONS = tuple(name for name, o in OPTIONS.items() if o.per_episode and name != "mode")
 """The overrides a client may send with an episode beside its mode (and seed)."""

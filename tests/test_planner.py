@@ -715,6 +715,28 @@ def test_prune_failed_keeps_reached_subgoals_and_skips_the_one_it_is_at() -> Non
         assert picks[: len(expected)] == expected
 
 
+def test_require_progress_ends_the_alternation_between_two_landmarks() -> None:
+    # Two landmarks 3 steps apart, 9 and 8 from the goal; D from either to the goal is 30
+    # (beyond d_max), so the goal stays cut while a landmark is usable. Algorithm 1 excludes
+    # only the subgoal being replaced: at 1 it goes back to 0, at 0 to 1, for ever.
+    table = np.full((3, 3), 100.0)
+    np.fill_diagonal(table, 0.0)
+    table[0, 1] = table[1, 0] = 3.0
+    table[0, 2], table[1, 2] = 9.0, 8.0
+    at = {None: [4.0, 6.0, 30.0], 0: [0.0, 3.0, 30.0], 1: [3.0, 0.0, 30.0]}  # d_sc from each spot
+    for progress, expected in ((False, [0, 1, 0, 1, 0, 1]), (True, [0, 1, -1, -1, -1, -1])):
+        planner = make_table_planner(table, local_horizon=0.0, require_progress=progress)
+        np.testing.assert_array_equal(planner.landmark_to_goal, [9.0, 8.0])
+        spot, picks = None, []
+        while len(picks) < len(expected):
+            result = planner.step(np.zeros(3), TableDistance(at[spot]), zero_policy)
+            if result.replanned:
+                picks.append(result.subgoal_index)
+                if result.subgoal_index >= 0:
+                    spot = result.subgoal_index  # the robot reaches each landmark it is sent to
+        assert picks == expected
+
+
 def test_unreachable_landmark_never_picked() -> None:
     table = chain_table(2)
     table[0, 1] = 100.0  # landmark 0 cannot reach anything within d_max ...
