@@ -145,8 +145,12 @@ def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: 
     fig, axes = plt.subplots(1, len(views), figsize=(5 * len(views), 4), dpi=100, squeeze=False)
     for ax, (i, j) in zip(axes[0], views):
         for k, (low, high) in enumerate(obstacles):
-            ax.add_patch(Rectangle((low[i], low[j]), high[i] - low[i], high[j] - low[j], facecolor="tab:brown",
-                                   edgecolor="saddlebrown", alpha=0.45, zorder=0, label=None if k else "obstacles"))
+            corner, width, height = (low[i], low[j]), high[i] - low[i], high[j] - low[j]
+            ax.add_patch(Rectangle(corner, width, height, facecolor="tab:brown", alpha=0.45, zorder=0,
+                                   label=None if k else "obstacles"))
+            # The outline again above the edges: a dense graph would hide the obstacle otherwise.
+            ax.add_patch(Rectangle(corner, width, height, fill=False, edgecolor="saddlebrown", linewidth=1.5,
+                                   zorder=4))
         if len(goals):
             ax.scatter(goals[:, i], goals[:, j], s=3, c="0.75", label="achieved goals (replay)")
         if pairs:  # the graph's landmark edges, both directions drawn once
