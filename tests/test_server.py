@@ -364,15 +364,18 @@ def test_episode_config_from_options():
     assert episode_config(pb.EpisodeOptions(), defaults) == (defaults, None)
     options = pb.EpisodeOptions(mode=pb.PLANNER_MODE_L3P, search=pb.SEARCH_KIND_HARD, d_max=12.5,
                                 temperature=3.0, local_horizon=0.0, sample_subgoal=True,
-                                prune_failed=True, seed=7)
+                                prune_failed=True, require_progress=True, seed=7)
     config, seed = episode_config(options, defaults)
     assert seed == 7
     assert config == defaults.replace(mode="l3p", search="hard", d_max=12.5, temperature=3.0,
-                                      local_horizon=0.0, sample_subgoal=True, prune_failed=True)
-    # prune_failed does nothing in naive and policy: refused like any option that does not apply.
+                                      local_horizon=0.0, sample_subgoal=True, prune_failed=True,
+                                      require_progress=True)
+    # prune_failed and require_progress do nothing in naive and policy: refused like any option
+    # that does not apply.
     for mode in (pb.PLANNER_MODE_NAIVE, pb.PLANNER_MODE_POLICY):
-        with pytest.raises(InvalidRequestError, match="options.prune_failed applies to mode l3p only"):
-            episode_config(pb.EpisodeOptions(mode=mode, prune_failed=True), defaults)
+        for option in ("prune_failed", "require_progress"):
+            with pytest.raises(InvalidRequestError, match=f"options.{option} applies to mode l3p only"):
+                episode_config(pb.EpisodeOptions(mode=mode, **{option: True}), defaults)
     assert episode_config(pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, prune_failed=False),
                           defaults)[0].mode == "naive"
     with pytest.raises(InvalidRequestError, match="prune_failed applies to mode l3p only, not policy"):
