@@ -353,10 +353,8 @@ class PlannerClient:
     ) -> Episode:
         """A unary-call episode; use as ``with client.episode(goal) as ep: ep.act(obs)``.
 
-        ``options``: ``seed`` and the per-episode planner options (`l3p.core.names.EPISODE_OPTIONS`:
-        ``d_max``, ``temperature``, ``search``, ``local_horizon``, ``sample_subgoal``,
-        ``prune_failed``, ``require_progress``), checked by :func:`episode_options`; ``None`` = the
-        bundle's default.
+        ``options``: ``seed`` and the per-episode planner options (`l3p.core.names.EPISODE_OPTIONS`),
+        checked by :func:`episode_options`; ``None`` = the bundle's default.
         ``resume``: see the module doc.
         """
         return Episode(self, goal, episode_options(mode, **options), resume)

@@ -44,9 +44,8 @@ def _check(name: str, value: Any) -> Any:
 def episode_options(mode: str | None = None, *, seed: int | None = None, **overrides: Any) -> pb.EpisodeOptions:
     """``EpisodeOptions`` from plain values; ``None`` (or not given) means the bundle's default.
 
-    ``overrides``: any per-episode option of `l3p.core.names.EPISODE_OPTIONS` (``d_max``,
-    ``temperature``, ``search``, ``local_horizon``, ``sample_subgoal``, ``prune_failed``,
-    ``require_progress``).
+    ``overrides``: any per-episode option of `l3p.core.names.EPISODE_OPTIONS` (its ``OPTIONS``
+    give each one's meaning and range).
     A value out of its range raises ValueError naming the option and the range, as the server would.
     """
     unknown = sorted(set(overrides) - set(EPISODE_OPTIONS))

@@ -5,11 +5,9 @@ its table.
 [--modes l3p,naive,policy]``
 
 One server process (`l3p serve --models models/`, started as a child process by
-`l3p.serving.local_server.LocalServer`) hosts every bundle under ``models/`` (FetchPush-v4,
-FetchPickAndPlace-v4, FetchBoxDistractor-v0, FetchPlaceInsideBox-v0, PointMaze_Large-v3,
-AntMaze_UMaze-v5, and any other bundle directory found there); the demo drives each model in turn
-through it, naming the model on every call. Each model's episodes
-follow the protocol its training evaluated (its provenance; ``--pairs`` / ``--min-cells`` /
+`l3p.serving.local_server.LocalServer`) hosts every bundle directory under ``models/`` (the
+shipped models, and any other found there); the demo drives each model in turn through it, naming
+the model on every call. Each model's episodes follow the protocol its training evaluated (its provenance; ``--pairs`` / ``--min-cells`` /
 ``--max-steps`` override): Fetch the env's own start/goal draw (Place-Inside-Box: its in-box goal), mazes fixed far start/goal pairs
 (PointMaze_Large >= 10 cells apart over 800 steps, the ant's U end to end over 500). Each model is served with its own planner defaults (the manifest's planner
 block; variants override them per episode). The server is stopped on every exit path: normal end,
