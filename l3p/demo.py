@@ -7,10 +7,12 @@ its table.
 One server process (`l3p serve --models models/`, started as a child process by
 `l3p.serving.local_server.LocalServer`) hosts every bundle directory under ``models/`` (the
 shipped models, and any other found there); the demo drives each model in turn through it, naming
-the model on every call. Each model's episodes follow the protocol its training evaluated (its provenance; ``--pairs`` / ``--min-cells`` /
-``--max-steps`` override): Fetch the env's own start/goal draw (Place-Inside-Box: its in-box goal), mazes fixed far start/goal pairs
-(PointMaze_Large >= 10 cells apart over 800 steps, the ant's U end to end over 500). Each model is served with its own planner defaults (the manifest's planner
-block; variants override them per episode). The server is stopped on every exit path: normal end,
+the model on every call. Each model's episodes follow the protocol its training evaluated (its
+provenance; ``--pairs`` / ``--min-cells`` / ``--max-steps`` override): Fetch the env's own
+start/goal draw (Place-Inside-Box: its in-box goal), mazes fixed far start/goal pairs
+(PointMaze_Large >= 10 cells apart over 800 steps, the ant's U end to end over 500). Each model is
+served with its own planner defaults (the manifest's planner block; variants override them per
+episode). The server is stopped on every exit path: normal end,
 errors, Ctrl-C and SIGTERM (terminate, wait, kill).
 """
 

@@ -290,9 +290,9 @@ PRESETS: dict[str, TrainConfig] = {
     # - evaluation: the two end-to-end pairs (far pairs >= 6 cells apart are exactly (1,1) <-> (3,1))
     #   over the paper's 500 steps (the env's limit is 700: `l3p eval --max-steps 700` measures it);
     # - goal_radius 0.3 (the learner is paid only within 0.3 m; evaluation keeps the env's 0.45 m):
-    #   without it the ant arrived but drifted 0.45-0.76 m off the goal in 6 of 100 held-out failures,
-    #   and the best of 10 snapshots to 880 k reached 82 of 100 validation pairs; with it, 1 080 k
-    #   reached 93 (and 94 of 100 more), the bundle shipped in models/AntMaze_UMaze-v5.
+    #   without it 7 of the 27 held-out failures of the 560 k bundle ended 0.45-0.76 m off the goal
+    #   (the ant arrived but did not stay), and the best of 7 snapshots to 880 k reached 82 of 100
+    #   validation pairs; with it, 1 080 k reached 93 (and 94 of 100 more): models/AntMaze_UMaze-v5.
     # Measured on gymnasium's own ant rate (0.05 s per action, contact forces observed), d_max 30 /
     # horizon 15, 920 k env steps (2 h): training success 0.2, far pairs l3p 0/20, policy 0/20; the
     # policy reached open goals 3-8 m away but flipped in ~1 of 3 500-step episodes and walked 6-12 m
