@@ -8,7 +8,8 @@
 Every mode (a variant ``MODE[@key=value...]``, see ``l3p.clients.runner``) replays episodes
 ``seed + i`` (same initial states, goals, maze pairs and planner seeds). The table and the JSON
 report, per variant: success rate with a Wilson 95% interval, mean final distance to the goal,
-re-plans per episode and per-step latency p50/p99.
+re-plans per episode and per-step latency p50/p99; for a robot that can fall over (the ant), the
+episodes in which it fell.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def summarize(run: RunResult) -> dict[str, Any]:
         "replans_per_episode": run.replans_per_episode,
         "resumes": run.resumes,
         "latency_ms": {"p50": run.latency_p50_ms, "p99": run.latency_p99_ms},
+        **({} if run.falls is None else {"falls": run.falls}),
         "per_episode": [e.to_dict() for e in run.episodes],
     }
 
@@ -156,7 +158,9 @@ def _progress(total: int, enabled: bool) -> Any:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    rows = [("mode", "success", "95% CI", "final dist", "replans/ep", "p50 ms", "p99 ms", "resumes")]
+    can_fall = any("falls" in m for m in report["modes"].values())
+    rows = [("mode", "success", "95% CI", "final dist", "replans/ep", "p50 ms", "p99 ms", "resumes",
+             *(("fell",) if can_fall else ()))]
     for mode, m in report["modes"].items():
         lo, hi = m["success_ci95"]
         rows.append((
@@ -168,6 +172,7 @@ def format_table(report: dict[str, Any]) -> str:
             f"{m['latency_ms']['p50']:.2f}",
             f"{m['latency_ms']['p99']:.2f}",
             str(m["resumes"]),
+            *((str(m.get("falls", "-")),) if can_fall else ()),
         ))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)

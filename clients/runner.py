@@ -75,6 +75,10 @@ class EpisodeResult:
     latencies_s: list[float]  # per step, client-side round trip
     resumes: int = 0  # sessions replaced after their server was lost
     pair: tuple[tuple[int, int], tuple[int, int]] | None = None  # maze start / goal cells, if pinned
+    # A robot that can fall (its env declares a torso, e.g. the ant): the step after which it first
+    # lay fallen, None if it stayed up. can_fall False: the question does not apply.
+    can_fall: bool = False
+    fell_at: int | None = None
     # With record=True: achieved goal before each step (and after the last), the goal, and the
     # subgoal index pursued at each step (-1 = final goal).
     trajectory: np.ndarray | None = None
@@ -96,6 +100,8 @@ class EpisodeResult:
         }
         if self.pair is not None:
             out["pair"] = {"start_cell": list(self.pair[0]), "goal_cell": list(self.pair[1])}
+        if self.can_fall:
+            out["fell_at"] = self.fell_at
         return out
 
 
@@ -129,6 +135,13 @@ class RunResult:
     @property
     def resumes(self) -> int:
         return sum(e.resumes for e in self.episodes)
+
+    @property
+    def falls(self) -> int | None:
+        """Episodes in which the robot fell; None for a robot that cannot."""
+        if not any(e.can_fall for e in self.episodes):
+            return None
+        return sum(e.fell_at is not None for e in self.episodes)
 
     @property
     def replans_per_episode(self) -> float:
@@ -219,7 +232,8 @@ def run_episode(
     adapter = goal_adapter(env)
     obs, info = env.reset(seed=seed, options=mazes.reset_options(pair) if pair else None)
     open_episode = client.stream_episode if stream else client.episode
-    latencies, replans, steps = [], 0, 0
+    latencies, replans, steps, fell_at = [], 0, 0, None
+    can_fall = adapter.torso_quat_index is not None
     trajectory, subgoals = [obs["achieved_goal"].copy()], []
     step = None
     with open_episode(obs["desired_goal"], mode=planner_mode, seed=seed, resume=True, **overrides) as ep:
@@ -231,6 +245,8 @@ def run_episode(
                 video.capture(env, step, f"{mode} ep {index} step {steps}")
             obs, _, terminated, truncated, info = env.step(step.action)
             steps += 1
+            if can_fall and fell_at is None and adapter.fallen(obs["observation"]):
+                fell_at = steps
             if record:
                 trajectory.append(obs["achieved_goal"].copy())
                 subgoals.append(int(step.subgoal_index))
@@ -250,6 +266,8 @@ def run_episode(
         latencies_s=latencies,
         resumes=ep.resumes,
         pair=pair,
+        can_fall=can_fall,
+        fell_at=fell_at,
         trajectory=np.array(trajectory) if record else None,
         goal=np.array(obs["desired_goal"]) if record else None,
         subgoal_indices=subgoals if record else None,
@@ -426,7 +444,8 @@ def run(args: argparse.Namespace) -> RunResult:
                       f"{'success' if ep.success else 'failure'}  "
                       f"final distance {ep.final_distance:.3f}  steps {ep.steps}  "
                       f"re-plans {ep.replans}  p50 {percentile_ms(ep.latencies_s, 50):.2f} ms"
-                      f"{f'  resumed {ep.resumes}x' if ep.resumes else ''}", flush=True)
+                      f"{f'  resumed {ep.resumes}x' if ep.resumes else ''}"
+                      f"{f'  fell at step {ep.fell_at}' if ep.fell_at is not None else ''}", flush=True)
 
             return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
                                 mode=args.planner, stream=args.stream, video=video,

@@ -24,13 +24,18 @@ How L3P reads an env is declared per env class, never guessed from its name (``G
   Served bundles then take that longer observation (a robot sends its position first).
 - motors: ``actuator_gear`` sets the MuJoCo motors' gear (their torque at action ±1), for a robot
   whose stock motors are stronger than the task's (gymnasium's ant flips over; see ``ADAPTERS``);
+- falls: a robot that can fall over and not get up (the ant) names where its torso's orientation
+  quaternion (w, x, y, z) sits in the observation L3P sees, ``torso_quat_index``; it has fallen
+  when its torso's up axis points below the horizontal (``GoalEnvAdapter.fallen``). Training can
+  make a fall a failure (``TrainConfig.fall_is_failure``) and ``l3p eval`` counts falls;
 - construction: ``env_kwargs`` are passed to the env's constructor (``gym.make``), e.g. the ant's
   control rate and what its observation includes (see ``ADAPTERS``).
 - evaluation: a task whose test protocol differs from its training distribution (Place-Inside-Box
   trains on mixed goals, is evaluated on the in-box goal alone) names its test env id in
   ``eval_env_id``; the trainer's evaluation, ``l3p eval`` and ``l3p run`` use it (``evaluation_env_id``).
 A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset`` /
-``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` / ``l3p_actuator_gear`` / ``l3p_env_kwargs`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
+``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` / ``l3p_actuator_gear`` / ``l3p_torso_quat_index`` /
+``l3p_env_kwargs`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
 anything else gets the default; a class's own attributes win over what it inherits, field by field. ``make_env`` probes ``compute_reward`` at the goal and far from
 it and refuses an env whose offset reward is not 0 / -1 there, saying what to declare.
 """
@@ -69,6 +74,17 @@ class GoalEnvAdapter:
     eval_env_id: str | None = None  # the env evaluation runs on; None = the same env
     actuator_gear: float | None = None  # the motors' torque at action ±1; None = the env's own
     env_kwargs: tuple[tuple[str, Any], ...] = ()  # (name, value) pairs for the env's constructor
+    torso_quat_index: int | None = None  # observation index of the torso's (w, x, y, z); None: cannot fall
+
+    def fallen(self, obs: np.ndarray) -> np.ndarray:
+        """[...] bool over observations [..., obs_dim]: the torso's up axis points below the horizontal
+        (its z component, 1 - 2(x^2 + y^2) of the unit quaternion, is negative). All False for a
+        robot that declares no torso."""
+        obs = np.asarray(obs)
+        if self.torso_quat_index is None:
+            return np.zeros(obs.shape[:-1], bool)
+        i = self.torso_quat_index
+        return 1.0 - 2.0 * (obs[..., i + 1] ** 2 + obs[..., i + 2] ** 2) < 0.0
 
     def success(self, info: Mapping[str, Any]) -> bool:
         try:
@@ -81,6 +97,7 @@ class GoalEnvAdapter:
 _ANT_MAZE = GoalEnvAdapter(
     "success", -1.0, prepend_achieved_goal=True, actuator_gear=20.0,
     env_kwargs=(("frame_skip", 10), ("include_cfrc_ext_in_observation", False)),
+    torso_quat_index=3,  # x, y (prepended), then qpos[2:]: z, then the torso's quaternion
 )
 
 # Declared per env class, "module:QualName", matched along the env's class hierarchy.

@@ -60,10 +60,28 @@ def test_the_ant_sees_where_it_is(umaze):
         obs, *_ = umaze.step(np.full(8, 0.5, np.float32))
 
 
-def upside_down(obs: np.ndarray) -> bool:
-    """The torso's up axis points down (its quaternion follows torso x, y, z in the observation)."""
-    _, qx, qy, _ = obs[3:7]
-    return 1 - 2 * (qx * qx + qy * qy) < 0
+def test_the_ant_declares_how_it_falls(umaze):
+    """Its torso quaternion follows torso x, y, z in the observation; fallen = up axis below horizontal."""
+    fallen = goal_adapter(umaze).fallen
+    obs, _ = umaze.reset(seed=0)
+    upright = obs["observation"]
+    assert not fallen(upright)
+    ant = umaze.unwrapped.ant_env
+    qpos, qvel = ant.data.qpos.copy(), np.zeros_like(ant.data.qvel)
+    qpos[2], qpos[3:7] = 0.6, [0.0, 1.0, 0.0, 0.0]  # rolled half a turn about x: on its back
+    ant.set_state(qpos, qvel)
+    for _ in range(20):  # it stays there whatever it does
+        obs, *_ = umaze.step(np.full(8, 1.0, np.float32))
+        assert fallen(obs["observation"])
+    tilted = upright.copy()
+    tilted[3:7] = [np.cos(0.6), np.sin(0.6), 0.0, 0.0]  # 69 degrees over: not yet
+    assert fallen(np.stack([upright, obs["observation"], tilted])).tolist() == [False, True, False]
+    point = open_env("PointMaze_UMaze-v3")
+    try:
+        assert goal_adapter(point).torso_quat_index is None
+        assert goal_adapter(point).fallen(np.zeros((3, 4))).tolist() == [False] * 3  # a point mass cannot fall
+    finally:
+        close_env(point)
 
 
 def test_the_ant_keeps_its_feet_under_random_actions(umaze):
@@ -76,7 +94,7 @@ def test_the_ant_keeps_its_feet_under_random_actions(umaze):
         obs, _ = umaze.reset(seed=episode)
         for _ in range(200):
             obs, *_ = umaze.step(rng.uniform(-1, 1, 8))
-            assert not upside_down(obs["observation"]), episode
+            assert not goal_adapter(umaze).fallen(obs["observation"]), episode
 
 
 def test_far_pairs_six_cells_apart_are_the_two_ends(umaze):
@@ -173,6 +191,8 @@ def test_presets_train_short_and_evaluate_the_papers_way():
     assert (u.max_episode_steps, u.eval_max_steps, u.eval_pairs, u.eval_min_cells) == (200, 500, "far", 6)
     assert (m.max_episode_steps, m.eval_max_steps, m.eval_pairs, m.eval_min_cells) == (200, None, "far", 8)
     assert u.grad_norm_clip == m.grad_norm_clip == 15.0
+    assert u.goal_radius == m.goal_radius == 0.3
+    assert (u.fall_is_failure, m.fall_is_failure) == (False, True)  # UMaze's shipped model trained without
     assert (u.gamma, u.clip_return, u.future_step, u.action_l2) == (0.98, 100.0, 100, 0.05)
     assert u.updates_per_cycle / (u.n_envs * u.max_episode_steps) == 0.5  # the authors' one update per 2 env steps
 
@@ -192,7 +212,7 @@ def l3p(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 TINY = ["n_envs=2", "warmup_episodes=2", "updates_per_cycle=4", "batch_size=64", "hidden=32", "layers=2",
         "ae_hidden=16", "n_landmarks=6", "extra_landmarks=3", "gls_sample=60", "cluster_batch=20",
         "planning_start_episodes=4", "eval_every_cycles=2", "eval_episodes=2", "checkpoint_every_cycles=2",
-        "buffer_episodes=50", 'collector="inline"']
+        "buffer_episodes=50", 'collector="inline"', "fall_is_failure=true"]
 
 
 @pytest.fixture(scope="module")
@@ -212,10 +232,14 @@ def test_a_short_antmaze_run_exports_a_bundle_the_server_loads(ant_bundle):
     assert prov["env_steps"] == 1600 and prov["optimizer_steps"] == 4 * 3  # 4 cycles, the first is warm-up
     cfg = prov["config"]
     assert (cfg["max_episode_steps"], cfg["eval_max_steps"], cfg["grad_norm_clip"]) == (200, 500, 15.0)
+    assert cfg["fall_is_failure"] is True
     assert prov["success"]["eval_pairs"] == "far"
     assert (prov["success"]["eval_min_cells"], prov["success"]["eval_max_steps"]) == (6, 500)
     rows = (ant_bundle / "progress.csv").read_text().splitlines()
     assert len(rows) == 3 and "success_l3p" in rows[0]  # evaluated at cycles 2 and 4, the planner too
+    header = rows[0].split(",")
+    fell = [float(row.split(",")[header.index("fell")]) for row in rows[1:]]  # episodes the ant fell in
+    assert all(0.0 <= f <= 1.0 for f in fell)
     with serve(ant_bundle / "bundle") as port, PlannerClient(f"127.0.0.1:{port}") as client:
         info = client.model_info()
     assert (info.env_id, info.obs_dim, info.goal_dim, info.action_dim, info.n_landmarks) == (UMAZE, 29, 2, 8, 6)
@@ -235,6 +259,10 @@ def test_the_ant_runner_drives_end_to_end_pairs_over_a_real_server(ant_bundle, t
         assert (report["pairs"], report["min_cells"], report["max_steps"]) == ("far", 6, 50)
         episodes = report["modes"]["policy"]["per_episode"]
         assert [e["steps"] for e in episodes] == [50, 50]
+        fell = [e["fell_at"] for e in episodes]  # the ant can fall: each episode says whether, and when
+        assert all(f is None or 1 <= f <= 50 for f in fell)
+        assert report["modes"]["policy"]["falls"] == sum(f is not None for f in fell)
+        assert "fell" in r.stdout.splitlines()[1]  # the table's column
         assert {(tuple(e["pair"]["start_cell"]), tuple(e["pair"]["goal_cell"])) for e in episodes} <= ENDS
 
         r = l3p("run", "--server", server, "--pairs", "far", "--min-cells", "6", "--episodes", "1",

@@ -59,6 +59,16 @@ def test_no_relabelling_keeps_the_episode_goal(replay):
     assert np.all(b.goal == -7.0) and np.all(b.reward == -1.0)
 
 
+def test_transitions_into_failed_states_are_marked_whatever_the_goal(replay):
+    late = lambda obs: obs[..., 0] % 100 >= 3  # noqa: E731  (obs encode (episode, step) too)
+    b = replay.sample(1000, np.random.default_rng(3), threshold_reward, relabel_p=0.8, future_step=T, failed_fn=late)
+    np.testing.assert_array_equal(b.failed, late(b.obs_next).astype(np.float32))
+    assert b.failed.dtype == np.float32 and 0 < b.failed.mean() < 1
+    assert (b.failed[b.reward == 0.0] == 1.0).any()  # a relabelled goal "reached" while failed stays failed
+    plain = replay.sample(100, np.random.default_rng(3), threshold_reward)
+    assert plain.failed.dtype == np.float32 and not plain.failed.any()
+
+
 def test_a_goal_radius_pays_only_inside_it_and_never_beyond_the_envs_own():
     goal = np.zeros((4, GD), np.float32)
     achieved = np.array([[0.01, 0], [0.03, 0], [0.04, 0.04], [0.5, 0]], np.float32)  # 0.057 m: outside the env's
@@ -129,7 +139,7 @@ def tiny_batch(n=8, seed=0):
     gen = torch.Generator().manual_seed(seed)
     r = lambda *s: torch.randn(*s, generator=gen)  # noqa: E731
     return dict(obs=r(n, OD), obs_next=r(n, OD), goal=r(n, GD), ag=r(n, GD), ag_next=r(n, GD),
-                action=torch.tanh(r(n, AD)), reward=-(torch.rand(n, generator=gen) > 0.5).float())
+                action=torch.tanh(r(n, AD)), reward=-(torch.rand(n, generator=gen) > 0.5).float(), failed=torch.zeros(n))
 
 
 def test_critic_loss_is_mse_on_q_against_the_clamped_td_target(nets):
@@ -137,7 +147,7 @@ def test_critic_loss_is_mse_on_q_against_the_clamped_td_target(nets):
     b = tiny_batch()
     gamma, clip = 0.98, 50.0
     loss = losses.critic_loss(critic, critic_targ, actor, b["obs"], b["goal"], b["action"], b["reward"],
-                              b["obs_next"], gamma, clip)
+                              b["obs_next"], b["failed"], gamma, clip)
     with torch.no_grad():
         d_next = critic_targ(b["obs_next"], b["goal"], actor(b["obs_next"], b["goal"]))
         target = (b["reward"] - gamma * (1 - gamma**d_next) / (1 - gamma)).clamp(-clip, 0)
@@ -149,6 +159,29 @@ def test_critic_loss_is_mse_on_q_against_the_clamped_td_target(nets):
     assert all(p.grad is None for p in actor.net.parameters())
 
 
+def test_a_transition_into_a_fall_targets_the_absorbing_failure(nets):
+    """Whatever its goal and reward (a hindsight goal where the robot lies is "reached"), a fall
+    targets -1/(1 - gamma): no goal is ever reached from there."""
+    actor, critic, critic_targ, _, _ = nets
+    b = tiny_batch()
+    failed = torch.tensor([1.0, 0.0] * 4)
+    reward = b["reward"].clone()
+    reward[0] = 0.0
+    gamma, clip = 0.98, 100.0
+    loss = losses.critic_loss(critic, critic_targ, actor, b["obs"], b["goal"], b["action"], reward,
+                              b["obs_next"], failed, gamma, clip)
+    with torch.no_grad():
+        d_next = critic_targ(b["obs_next"], b["goal"], actor(b["obs_next"], b["goal"]))
+        target = (reward - gamma * (1 - gamma**d_next) / (1 - gamma)).clamp(-clip, 0)
+        target = torch.where(failed > 0, torch.full_like(target, -50.0), target)
+        q = q_from_distance(critic(b["obs"], b["goal"], b["action"]), gamma)
+    assert loss.item() == pytest.approx(((q - target) ** 2).mean().item(), rel=1e-5)
+    # clip_return below 1/(1 - gamma) bounds it, as it bounds every target
+    clipped = losses.critic_loss(critic, critic_targ, actor, b["obs"], b["goal"], b["action"], reward,
+                                 b["obs_next"], torch.ones(8), gamma, 20.0)
+    assert clipped.item() == pytest.approx(((q + 20.0) ** 2).mean().item(), rel=1e-5)
+
+
 def test_critic_target_clamp_is_active():
     """With a target network predicting huge distances, the target saturates at −clip_return."""
     o, g = Normalizer(OD), Normalizer(GD)
@@ -157,7 +190,7 @@ def test_critic_target_clamp_is_active():
     torch.nn.init.constant_(far.net[-1].bias, 1e4)
     actor = Actor(o, g, OD, GD, AD, 1.0, hidden=8, layers=1)
     b = tiny_batch()
-    loss = losses.critic_loss(critic, far, actor, b["obs"], b["goal"], b["action"], b["reward"], b["obs_next"], 0.98, 10.0)
+    loss = losses.critic_loss(critic, far, actor, b["obs"], b["goal"], b["action"], b["reward"], b["obs_next"], b["failed"], 0.98, 10.0)
     q = q_from_distance(critic(b["obs"], b["goal"], b["action"]), 0.98)
     assert loss.item() == pytest.approx(((q + 10.0) ** 2).mean().item(), rel=1e-5)
 
@@ -175,11 +208,23 @@ def test_value_loss_regresses_v_of_next_achieved_goal_onto_critic(nets):
     _, critic, _, value, _ = nets
     b = tiny_batch()
     target = losses.value_target(critic, b["obs"], b["goal"], b["action"])
-    loss = losses.value_loss(value, b["ag_next"], b["goal"], target)
+    loss = losses.value_loss(value, b["ag_next"], b["goal"], target, b["failed"])
     expected = ((value(b["ag_next"], b["goal"]) - critic(b["obs"], b["goal"], b["action"])) ** 2).mean()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     loss.backward()
     assert not target.requires_grad and all(p.grad is None for p in critic.net.parameters())  # stop-grad on D
+
+
+def test_the_value_loss_leaves_falls_out(nets):
+    _, critic, _, value, _ = nets
+    b = tiny_batch()
+    target = losses.value_target(critic, b["obs"], b["goal"], b["action"])
+    failed = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    keep = failed == 0
+    loss = losses.value_loss(value, b["ag_next"], b["goal"], target, failed)
+    expected = ((value(b["ag_next"], b["goal"]) - target)[keep] ** 2).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert losses.value_loss(value, b["ag_next"], b["goal"], target, torch.ones(8)).item() == 0.0
 
 
 def test_autoencoder_loss_terms(nets):
@@ -202,10 +247,11 @@ def test_each_loss_decreases_with_a_few_steps(nets):
     b = tiny_batch(32)
     cases = {
         "critic": (critic.net, lambda: losses.critic_loss(critic, critic_targ, actor, b["obs"], b["goal"], b["action"],
-                                                        b["reward"], b["obs_next"], 0.98, 50.0)),
+                                                        b["reward"], b["obs_next"], b["failed"], 0.98, 50.0)),
         "actor": (actor.net, lambda: losses.actor_loss(actor, critic, b["obs"], b["goal"], 0.98, 1.0)),
         "value": (value.net, lambda: losses.value_loss(value, b["ag_next"], b["goal"],
-                                                       losses.value_target(critic, b["obs"], b["goal"], b["action"]))),
+                                                       losses.value_target(critic, b["obs"], b["goal"], b["action"]),
+                                                       b["failed"])),
         "ae": (ae, lambda: losses.autoencoder_loss(ae, value, b["ag"], b["goal"], 1.0)),
     }
     for name, (params_of, fn) in cases.items():
@@ -318,7 +364,7 @@ def test_update_losses_are_pinned_on_fixed_batches(overlap):
         n = 256
         batch = Batch(obs=f32(n, 10), obs_next=f32(n, 10), ag=f32(n, 3), ag_next=f32(n, 3), goal=f32(n, 3),
                       action=rng.uniform(-1, 1, size=(n, 4)).astype(np.float32),
-                      reward=-(rng.random(n) > 0.3).astype(np.float32))
+                      reward=-(rng.random(n) > 0.3).astype(np.float32), failed=np.zeros(n, np.float32))
         got.append(agent.update(batch, ClusterWork(step=step == 3)))
         agent.update_targets()
     for row, pending in zip(got, agent.drain() if overlap else [{}] * 4):  # overlapped: V, AE, clusters come later
@@ -342,7 +388,7 @@ def test_a_failed_overlapped_step_raises_at_drain(monkeypatch):
     rng = np.random.default_rng(0)
     f32 = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
     batch = Batch(obs=f32(8, 10), obs_next=f32(8, 10), ag=f32(8, 3), ag_next=f32(8, 3), goal=f32(8, 3),
-                  action=f32(8, 4).clip(-1, 1), reward=-np.ones(8, np.float32))
+                  action=f32(8, 4).clip(-1, 1), reward=-np.ones(8, np.float32), failed=np.zeros(8, np.float32))
 
     def broken(*_):
         raise FloatingPointError("autoencoder diverged")
@@ -381,7 +427,7 @@ def _agents_after_updates(clips, steps=3):
             n = 64
             agent.update(Batch(obs=f32(n, 10), obs_next=f32(n, 10), ag=f32(n, 3), ag_next=f32(n, 3), goal=f32(n, 3),
                                action=rng.uniform(-1, 1, size=(n, 4)).astype(np.float32),
-                               reward=-(rng.random(n) > 0.3).astype(np.float32)),
+                               reward=-(rng.random(n) > 0.3).astype(np.float32), failed=np.zeros(n, np.float32)),
                          ClusterWork(step=step == steps - 1))
         agents.append(agent)
     return agents

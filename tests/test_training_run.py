@@ -13,7 +13,7 @@ import torch
 
 from l3p.training.config import TrainConfig, preset
 from l3p.training.export import BundleExistsError, export_bundle, sha256
-from l3p.training.trainer import CheckpointError, Trainer, load_checkpoint
+from l3p.training.trainer import CheckpointError, ConfigError, Trainer, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +42,12 @@ def test_a_goal_radius_pays_the_learner_only_inside_it(tmp_path):
     np.testing.assert_array_equal(trainer.env.compute_reward(achieved, goal), [0, 0, -1])
     np.testing.assert_array_equal(trainer.reward_fn(achieved, goal), [0, -1, -1])
     assert TrainConfig.from_dict(json.loads(trainer.cfg.dumps())).goal_radius == 0.01  # as config.json keeps it
+
+
+def test_falls_as_failures_need_a_robot_that_can_fall(tmp_path):
+    with pytest.raises(ConfigError, match="FetchReach-v4 declares no torso that can fall"):
+        Trainer(tiny_cfg(1, fall_is_failure=True), tmp_path)
+    assert Trainer(tiny_cfg(1), tmp_path).failed_fn is None
 
 
 def test_resume_continues_exactly(tmp_path):
@@ -300,9 +306,9 @@ def test_the_agent_regresses_v_on_the_next_achieved_goal(trained, monkeypatch):
     seen = {}
     real = agent_mod.losses.value_loss
 
-    def spy(value, ag_next, goal, target):
+    def spy(value, ag_next, goal, target, failed):
         seen["ag_next"] = ag_next.clone()
-        return real(value, ag_next, goal, target)
+        return real(value, ag_next, goal, target, failed)
 
     monkeypatch.setattr(agent_mod.losses, "value_loss", spy)
     batch = trained.replay.sample(64, np.random.default_rng(0), trained.env.compute_reward)

@@ -127,7 +127,7 @@ class L3PAgent:
             return self._update_on_device(b, clusters)
         t = {k: torch.as_tensor(v) for k, v in vars(b).items()}
         loss_c = losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
-                                    t["reward"], t["obs_next"], cfg.gamma, cfg.clip_return)
+                                    t["reward"], t["obs_next"], t["failed"], cfg.gamma, cfg.clip_return)
         _step(self.opt_critic, loss_c, self.cfg.grad_norm_clip)
         v_target = losses.value_target(self.critic, t["obs"], t["goal"], t["action"])  # D after its step
         clusters = clusters if self.clusters_ready and clusters is not None else ClusterWork()
@@ -154,7 +154,7 @@ class L3PAgent:
         return out
 
     def _value_and_ae_steps(self, t: dict[str, torch.Tensor], v_target: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        loss_v = losses.value_loss(self.value, t["ag_next"], t["goal"], v_target)
+        loss_v = losses.value_loss(self.value, t["ag_next"], t["goal"], v_target, t["failed"])
         _step(self.opt_value, loss_v, self.cfg.grad_norm_clip)
         loss_ae = losses.autoencoder_loss(self.ae, self.value, t["ag"], t["goal"], self.cfg.ae_lambda)
         _step(self.opt_ae, loss_ae, self.cfg.grad_norm_clip)
@@ -187,7 +187,7 @@ class L3PAgent:
         parameters, so running V and the AE before the actor changes no result)."""
         cfg = self.cfg
         loss_c = losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
-                                    t["reward"], t["obs_next"], cfg.gamma, cfg.clip_return)
+                                    t["reward"], t["obs_next"], t["failed"], cfg.gamma, cfg.clip_return)
         _step(self.opt_critic, loss_c, cfg.grad_norm_clip)
         v_target = losses.value_target(self.critic, t["obs"], t["goal"], t["action"])
         loss_v, loss_ae = self._value_and_ae_steps(t, v_target)

@@ -8,12 +8,16 @@ from l3p.training.networks import Actor, DistanceCritic, GoalAutoEncoder, Latent
 
 
 def critic_loss(critic: DistanceCritic, critic_targ: DistanceCritic, actor_targ: Actor, obs, goal, action,
-                reward, obs_next, gamma: float, clip_return: float) -> torch.Tensor:
+                reward, obs_next, failed, gamma: float, clip_return: float) -> torch.Tensor:
     """MSE on Q = −(1 − γ^D)/(1 − γ) against r + γ·Q_targ(s', π_targ(s', g), g), clamped to [−clip_return, 0].
-    No terminal mask: these tasks never terminate, and the goal region is absorbing in expectation."""
+    No terminal mask: these tasks never terminate, and the goal region is absorbing in expectation.
+    A transition into a failed state (``failed`` 1: the robot fell and cannot get up) targets the
+    absorbing failure instead, −1/(1 − γ) (never reaching any goal), whatever its goal and reward."""
     with torch.no_grad():
         q_next = q_from_distance(critic_targ(obs_next, goal, actor_targ(obs_next, goal)), gamma)
         target = torch.clamp(reward + gamma * q_next, -clip_return, 0.0)
+        q_fail = max(-1.0 / (1.0 - gamma), -clip_return)
+        target = torch.lerp(target, torch.full_like(target, q_fail), failed)
     q = q_from_distance(critic(obs, goal, action), gamma)
     return F.mse_loss(q, target)
 
@@ -31,9 +35,11 @@ def value_target(critic: DistanceCritic, obs, goal, action) -> torch.Tensor:
     return critic(obs, goal, action)
 
 
-def value_loss(value: ValueNet, ag_next, goal, target: torch.Tensor) -> torch.Tensor:
-    """Regress V(ag_{t+1}, g) onto ``value_target``: the goal-space distance after the step."""
-    return F.mse_loss(value(ag_next, goal), target)
+def value_loss(value: ValueNet, ag_next, goal, target: torch.Tensor, failed) -> torch.Tensor:
+    """Regress V(ag_{t+1}, g) onto ``value_target``: the goal-space distance after the step. Failed
+    transitions are left out: a fallen robot's distance says nothing about the place it lies."""
+    keep = 1.0 - failed
+    return (keep * (value(ag_next, goal) - target) ** 2).sum() / keep.sum().clamp(min=1.0)
 
 
 def autoencoder_loss(ae: GoalAutoEncoder, value: ValueNet, ag, goal, lam: float) -> torch.Tensor:

@@ -3,7 +3,8 @@
 Episodes are stored as fixed-length arrays (obs and achieved goals have T+1 entries). A sample
 picks (episode, t) uniformly; with probability ``relabel_p`` the goal is replaced by the achieved
 goal 1..``future_step`` steps ahead in the same episode, and the reward is recomputed by the env's
-own reward function for whichever goal the transition ends up with.
+own reward function for whichever goal the transition ends up with. With a ``failed_fn`` (a robot
+that can fall), a transition into a failed state is marked, whatever its goal.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 RewardFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+FailedFn = Callable[[np.ndarray], np.ndarray]  # observations [..., obs_dim] -> bool [...]
 
 
 def within_radius(reward_fn: RewardFn, radius: float | None) -> RewardFn:
@@ -37,6 +39,7 @@ class Batch:
     goal: np.ndarray
     action: np.ndarray
     reward: np.ndarray
+    failed: np.ndarray  # 1.0 where obs_next is a failed state (a fall), else 0.0
 
 
 class EpisodeReplay:
@@ -62,7 +65,7 @@ class EpisodeReplay:
             self.episodes_seen += 1
 
     def sample(self, batch_size: int, rng: np.random.Generator, reward_fn: RewardFn,
-               relabel_p: float = 0.8, future_step: int = 50) -> Batch:
+               relabel_p: float = 0.8, future_step: int = 50, failed_fn: FailedFn | None = None) -> Batch:
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay")
         ep = rng.integers(0, self.size, batch_size)
@@ -73,10 +76,11 @@ class EpisodeReplay:
         max_off = np.minimum(future_step, self.horizon - t)
         offset = 1 + np.floor(rng.random(batch_size) * max_off).astype(np.int64)
         goal[relabel] = self.ag[ep[relabel], (t + offset)[relabel]]
-        ag_next = self.ag[ep, t + 1]
+        ag_next, obs_next = self.ag[ep, t + 1], self.obs[ep, t + 1]
+        failed = np.zeros(batch_size, np.float32) if failed_fn is None else failed_fn(obs_next).astype(np.float32)
         return Batch(
-            obs=self.obs[ep, t], obs_next=self.obs[ep, t + 1], ag=self.ag[ep, t], ag_next=ag_next,
-            goal=goal, action=self.action[ep, t], reward=reward_fn(ag_next, goal),
+            obs=self.obs[ep, t], obs_next=obs_next, ag=self.ag[ep, t], ag_next=ag_next,
+            goal=goal, action=self.action[ep, t], reward=reward_fn(ag_next, goal), failed=failed,
         )
 
     def sample_goals(self, n: int, rng: np.random.Generator) -> np.ndarray:

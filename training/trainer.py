@@ -50,6 +50,10 @@ REPLAY = "replay.npz"
 SNAPSHOTS = "snapshots"  # one file per evaluation: the agent it measured, not a resumable checkpoint
 
 
+class ConfigError(L3PError, ValueError):
+    """A training config the env cannot honour."""
+
+
 class CheckpointError(L3PError):
     """A checkpoint that is missing, unreadable or from another config."""
 
@@ -118,6 +122,11 @@ class Trainer:
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
                                     self.spec.goal_dim, self.spec.action_dim)
         self.reward_fn = within_radius(self.env.compute_reward, cfg.goal_radius)  # what the learner is paid
+        adapter = self.spec.adapter
+        if cfg.fall_is_failure and adapter.torso_quat_index is None:
+            raise ConfigError(f"fall_is_failure: {cfg.env_id} declares no torso that can fall "
+                              f"(GoalEnvAdapter.torso_quat_index)")
+        self.failed_fn = adapter.fallen if cfg.fall_is_failure else None
         self.progress = Progress()
         self._collector: InlineCollector | WorkerPool | None = None  # open while training
         self._pending: Episodes | None = None  # collected for the next cycle, not stored yet
@@ -251,6 +260,8 @@ class Trainer:
                 episodes, self._pending = self._next_episodes(), None
                 self._store(episodes)
                 _add(metrics, {"train_success": episodes.train_success, "planned_fraction": episodes.planned_fraction})
+                if self.spec.adapter.torso_quat_index is not None:  # episodes in which the robot fell
+                    _add(metrics, {"fell": float(self.spec.adapter.fallen(episodes.obs).any(axis=1).mean())})
                 if cfg.max_staleness:
                     _add(metrics, {"staleness": episodes.staleness})
                 if not agent.clusters_ready and self.replay.episodes_seen >= cfg.planning_start_episodes:
@@ -261,7 +272,7 @@ class Trainer:
                 if not episodes.warmup:
                     for _ in range(cfg.updates_per_cycle):
                         batch = self.replay.sample(cfg.batch_size, self.rng, self.reward_fn, cfg.relabel_p,
-                                                   cfg.future_step)
+                                                   cfg.future_step, self.failed_fn)
                         _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
                         if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
                             agent.update_targets()
