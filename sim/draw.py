@@ -33,11 +33,13 @@ def draw_maze_episode(
     subgoal_indices: Sequence[int] | None = None,
     goal: np.ndarray | None = None,
     visited: np.ndarray | None = None,
+    fell_at: int | None = None,
 ) -> None:
     """Draw into ``ax``. ``edges`` [N(+1), N(+1)]: finite = an edge of the cut graph (landmark
     i -> j); ``landmark_to_goal`` [N]: solved steps to the goal (inf = unreachable; None: no
     goal, plain landmarks); ``trajectory`` [T+1, 2] achieved goals and ``subgoal_indices`` [T]
-    (-1 = final goal); ``visited``: achieved goals from training, drawn faintly underneath."""
+    (-1 = final goal); ``visited``: achieved goals from training, drawn faintly underneath;
+    ``fell_at``: the step after which the robot lay fallen, marked on the trajectory."""
     from matplotlib import colormaps
     from matplotlib.collections import LineCollection
     from matplotlib.patches import Rectangle
@@ -82,6 +84,9 @@ def draw_maze_episode(
                 ax.scatter(*landmarks[k], s=160, facecolors="none", edgecolors=[colour[k]], linewidths=2.0,
                            zorder=6)
         ax.scatter(*trajectory[0], marker="o", s=90, c="white", edgecolors="k", zorder=7, label="start")
+        if fell_at is not None:
+            ax.scatter(*trajectory[fell_at], marker="X", s=220, c="tab:red", edgecolors="k", zorder=8,
+                       label=f"fell (step {fell_at})")
     if goal is not None:
         ax.scatter(*goal, marker="*", s=260, c="gold", edgecolors="k", zorder=7, label="goal")
 
@@ -93,12 +98,13 @@ def draw_maze_episode(
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
 
 
-def plot_maze_episode(path: str | Path, layout: np.ndarray, scaling: float, *drawn: Any, title: str = "") -> Path:
+def plot_maze_episode(path: str | Path, layout: np.ndarray, scaling: float, *drawn: Any, title: str = "",
+                      fell_at: int | None = None) -> Path:
     """`draw_maze_episode` (same arguments after ``scaling``) into a new figure, saved as a PNG."""
     plt = _pyplot()
     x0, x1, y0, y1 = mazes.extent(layout, scaling)
     fig, ax = plt.subplots(figsize=(x1 - x0 + 1.5, y1 - y0 + 1.6), dpi=100)
-    draw_maze_episode(ax, layout, scaling, *drawn)
+    draw_maze_episode(ax, layout, scaling, *drawn, fell_at=fell_at)
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()

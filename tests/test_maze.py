@@ -188,6 +188,21 @@ def test_plot_file_for_a_recorded_episode(layout, tmp_path):
     assert path.stat().st_size > 10_000
 
 
+def test_the_episode_picture_marks_where_the_robot_fell(layout):
+    from matplotlib.figure import Figure
+
+    trajectory = np.array([[0.0, 0.0], [0.5, 0.0], [1.0, 0.5], [1.0, 0.6]])
+    labels = {}
+    for fell_at in (None, 2):
+        ax = Figure().subplots()
+        draw_maze_episode(ax, layout, 1.0, np.zeros((2, 2)), np.zeros((3, 3)), np.array([1.0, np.inf]),
+                          trajectory, [0, 0, -1], np.ones(2), fell_at=fell_at)
+        labels[fell_at] = {c.get_label(): c for c in ax.collections}
+    assert not any(k.startswith("fell") for k in labels[None])
+    marker = labels[2]["fell (step 2)"]
+    np.testing.assert_array_equal(marker.get_offsets(), [[1.0, 0.5]])  # the position after step 2
+
+
 def test_maze_video_is_a_top_down_mp4(maze_bundle, tmp_path):
     from test_runner import require_rendering, video_frames
 
