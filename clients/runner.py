@@ -104,6 +104,11 @@ class EpisodeResult:
             out["fell_at"] = self.fell_at
         return out
 
+    @property
+    def fell_text(self) -> str:
+        """"fell at step N" for an episode in which the robot fell, else ""."""
+        return f"fell at step {self.fell_at}" if self.fell_at is not None else ""
+
 
 @dataclasses.dataclass
 class RunResult:
@@ -445,7 +450,7 @@ def run(args: argparse.Namespace) -> RunResult:
                       f"final distance {ep.final_distance:.3f}  steps {ep.steps}  "
                       f"re-plans {ep.replans}  p50 {percentile_ms(ep.latencies_s, 50):.2f} ms"
                       f"{f'  resumed {ep.resumes}x' if ep.resumes else ''}"
-                      f"{f'  fell at step {ep.fell_at}' if ep.fell_at is not None else ''}", flush=True)
+                      f"{'  ' + ep.fell_text if ep.fell_text else ''}", flush=True)
 
             return run_episodes(client, env, env_id, episodes=args.episodes, seed=args.seed,
                                 mode=args.planner, stream=args.stream, video=video,

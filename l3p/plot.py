@@ -143,12 +143,12 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
         pruning = ", prune_failed" if config.prune_failed and config.mode == "l3p" else ""
         title = (f"{bundle.env_id}: {args.planner} ({config.search} search, {_d_max_label(config, overrides)}"
                  f"{pruning}), seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans"
-                 f"{f', fell at step {ep.fell_at}' if ep.fell_at is not None else ''}")
+                 f"{', ' + ep.fell_text if ep.fell_text else ''}")
         plot_maze_episode(out, mazes.maze_map(env), mazes.maze_scaling(env), bundle.landmarks, edges,
                           to_goal, ep.trajectory, ep.subgoal_indices, ep.goal, title=title, fell_at=ep.fell_at)
     finally:
         close_env(env)
         if server is not None:
             server.stop()
-    print(f"wrote {out} ({outcome}, {ep.steps} steps{f', fell at step {ep.fell_at}' if ep.fell_at is not None else ''})")
+    print(f"wrote {out} ({outcome}, {ep.steps} steps{', ' + ep.fell_text if ep.fell_text else ''})")
     return 0
