@@ -320,10 +320,15 @@ PRESETS: dict[str, TrainConfig] = {
 #   validation far pairs at 800 k env steps (d_max 40); in 17 of its 29 failures the ant had
 #   fallen on its back (4 more stood still, 7 wandered, 1 pressed for the goal through a wall),
 #   and it fell in 9 % of its last 3 000 200-step training episodes, never getting up: over 1000
-#   steps that alone loses ~40 % of the episodes.
+#   steps that alone loses ~40 % of the episodes. With it (runs/AntMaze_Medium-v5-r04) the ant
+#   fell in 3.5-7 % of the training episodes from 320 k to 720 k (that first run: 6-12 %);
+# - 100 landmarks, not 50: that run's value net counts ~10.5 steps per metre (the first's 9.4), so
+#   50 landmarks ~2 m apart left 30-52 % of them without a route to the goal at d_max 30 (20
+#   validation pairs at 520 k and 720 k; the first run: none), and the planner walked at the far
+#   goal instead: 2 and 1 of 40 validation pairs, 9 and 5 at d_max 40. 100 sit ~1.5 m apart.
 PRESETS["AntMaze_Medium-v5"] = PRESETS["AntMaze_UMaze-v5"].replace(
     env_id="AntMaze_Medium-v5", eval_min_cells=8, eval_max_steps=None, fall_is_failure=True,
-    planner=PlannerConfig(d_max=30.0, local_horizon=10.0, prune_failed=True),
+    n_landmarks=100, planner=PlannerConfig(d_max=30.0, local_horizon=10.0, prune_failed=True),
 )
 
 # The Fetch box scenes (l3p.sim.box: the paper's Box-Distractor-PickAndPlace and Place-Inside-Box,
