@@ -238,7 +238,7 @@ def run_episode(
     obs, info = env.reset(seed=seed, options=mazes.reset_options(pair) if pair else None)
     open_episode = client.stream_episode if stream else client.episode
     latencies, replans, steps, fell_at = [], 0, 0, None
-    can_fall = adapter.torso_quat_index is not None
+    can_fall = adapter.can_fall
     trajectory, subgoals = [obs["achieved_goal"].copy()], []
     step = None
     with open_episode(obs["desired_goal"], mode=planner_mode, seed=seed, resume=True, **overrides) as ep:

@@ -76,12 +76,16 @@ class GoalEnvAdapter:
     env_kwargs: tuple[tuple[str, Any], ...] = ()  # (name, value) pairs for the env's constructor
     torso_quat_index: int | None = None  # observation index of the torso's (w, x, y, z); None: cannot fall
 
+    @property
+    def can_fall(self) -> bool:
+        return self.torso_quat_index is not None
+
     def fallen(self, obs: np.ndarray) -> np.ndarray:
         """[...] bool over observations [..., obs_dim]: the torso's up axis points below the horizontal
         (its z component, 1 - 2(x^2 + y^2) of the unit quaternion, is negative). All False for a
         robot that declares no torso."""
         obs = np.asarray(obs)
-        if self.torso_quat_index is None:
+        if not self.can_fall:
             return np.zeros(obs.shape[:-1], bool)
         i = self.torso_quat_index
         return 1.0 - 2.0 * (obs[..., i + 1] ** 2 + obs[..., i + 2] ** 2) < 0.0

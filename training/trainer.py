@@ -122,11 +122,10 @@ class Trainer:
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
                                     self.spec.goal_dim, self.spec.action_dim)
         self.reward_fn = within_radius(self.env.compute_reward, cfg.goal_radius)  # what the learner is paid
-        adapter = self.spec.adapter
-        if cfg.fall_is_failure and adapter.torso_quat_index is None:
+        if cfg.fall_is_failure and not self.spec.adapter.can_fall:
             raise ConfigError(f"fall_is_failure: {cfg.env_id} declares no torso that can fall "
                               f"(GoalEnvAdapter.torso_quat_index)")
-        self.failed_fn = adapter.fallen if cfg.fall_is_failure else None
+        self.failed_fn = self.spec.adapter.fallen if cfg.fall_is_failure else None
         self.progress = Progress()
         self._collector: InlineCollector | WorkerPool | None = None  # open while training
         self._pending: Episodes | None = None  # collected for the next cycle, not stored yet
@@ -260,7 +259,7 @@ class Trainer:
                 episodes, self._pending = self._next_episodes(), None
                 self._store(episodes)
                 _add(metrics, {"train_success": episodes.train_success, "planned_fraction": episodes.planned_fraction})
-                if self.spec.adapter.torso_quat_index is not None:  # episodes in which the robot fell
+                if self.spec.adapter.can_fall:  # episodes in which the robot fell
                     _add(metrics, {"fell": float(self.spec.adapter.fallen(episodes.obs).any(axis=1).mean())})
                 if cfg.max_staleness:
                     _add(metrics, {"staleness": episodes.staleness})
