@@ -41,6 +41,7 @@ it and refuses an env whose offset reward is not 0 / -1 there, saying what to de
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -238,6 +239,7 @@ def make_env(env_id: str, *, render: bool = False, size: int = 480, max_episode_
         raise UnknownEnvError(f"unknown env id {env_id!r}: {exc}") from None
     except Exception as exc:  # the env's constructor, or gymnasium's env checker refusing it
         raise UnknownEnvError(f"cannot make env {env_id!r}: {type(exc).__name__}: {exc}") from exc
+    _remove_maze_xml(env)
     try:
         _check_goal_env(env, env_id)
     except BaseException:
@@ -251,6 +253,16 @@ def make_env(env_id: str, *, render: bool = False, size: int = 480, max_episode_
     if render and hasattr(env.unwrapped, "maze"):
         frame_whole_maze(env)
     return env
+
+
+def _remove_maze_xml(env: gym.Env) -> None:
+    """gymnasium-robotics' mazes write their MJCF to a file in the temp dir and never delete it
+    (one per env made: thousands over a training run or a test suite); the model is compiled
+    by now, so the file is not needed."""
+    path = getattr(env.unwrapped, "tmp_xml_file_path", None)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 class AchievedGoalFirst(gym.ObservationWrapper):

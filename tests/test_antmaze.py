@@ -42,6 +42,24 @@ def test_the_umaze_is_the_papers_u_scaled_by_four(umaze):
     assert (space["observation"].shape, space["desired_goal"].shape, umaze.action_space.shape) == ((29,), (2,), (8,))
 
 
+@pytest.mark.parametrize("env_id", [UMAZE, "PointMaze_UMaze-v3"])
+def test_making_a_maze_leaves_no_file_in_the_temp_dir(env_id, tmp_path, monkeypatch):
+    """gymnasium-robotics writes each maze's MJCF into the temp dir; make_env removes it once the
+    model is compiled, and the env still resets and steps."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    env = open_env(env_id)
+    try:
+        assert list(tmp_path.rglob("*.xml")) == []
+        obs, _ = env.reset(seed=0)
+        obs, *_ = env.step(env.action_space.sample())
+        assert np.isfinite(obs["observation"]).all()
+    finally:
+        close_env(env)
+
+
 def test_the_ant_acts_every_tenth_of_a_second(umaze):
     """HIRO's rate (timestep 0.02 x 5): the paper's 500 test steps are 50 s of walking."""
     ant = umaze.unwrapped.ant_env
