@@ -212,6 +212,7 @@ def test_presets_train_short_and_evaluate_the_papers_way():
     assert u.goal_radius == m.goal_radius == 0.3
     assert (u.fall_is_failure, m.fall_is_failure) == (False, True)  # UMaze's shipped model trained without
     assert (u.n_landmarks, m.n_landmarks) == (50, 100)  # Medium's 26 cells: ~1.5 m between landmarks
+    assert (u.polyak, m.polyak, m.target_update_every) == (0.95, 0.995, 10)  # Medium: the authors' targets
     assert (u.gamma, u.clip_return, u.future_step, u.action_l2) == (0.98, 100.0, 100, 0.05)
     assert u.updates_per_cycle / (u.n_envs * u.max_episode_steps) == 0.5  # the authors' one update per 2 env steps
 

@@ -270,7 +270,7 @@ def test_demo_serves_every_model_from_one_server(push_bundle, untrained_bundle, 
 def test_the_shipped_models_are_one_repository():
     found = scan(demo_mod.models_dir())
     assert {"FetchPush-v4", "FetchPickAndPlace-v4", "FetchBoxDistractor-v0", "FetchPlaceInsideBox-v0",
-            "PointMaze_Large-v3", "AntMaze_UMaze-v5"} <= set(found)
+            "PointMaze_Large-v3", "AntMaze_UMaze-v5", "AntMaze_Medium-v5"} <= set(found)
     assert all(c.version == "" and c.path.parts[-2] == "models" for c in found.values())
 
 

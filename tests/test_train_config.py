@@ -42,6 +42,13 @@ def test_an_old_flat_config_loads_to_the_same_values():
     assert (maze.planner.d_max, maze.planner.local_horizon, maze.max_episode_steps) == (40.0, 20.0, 200)
 
 
+def test_the_shipped_ant_mazes_were_trained_by_their_presets_as_they_stand():
+    """`l3p train --env NAME` reproduces each shipped ant model's config: the one --set each run
+    was given (goal_radius 0.3 for the UMaze, polyak 0.995 for Medium) is now its preset's."""
+    assert TrainConfig.from_dict(shipped_config("AntMaze_Medium-v5")) == preset("AntMaze_Medium-v5")
+    assert TrainConfig.from_dict(shipped_config("AntMaze_UMaze-v5")) == preset("AntMaze_UMaze-v5")
+
+
 def test_planner_options_are_routed_into_the_planner():
     cfg = preset("FetchReach-v4")
     assert cfg.replace(d_max=30, search="hard").planner == cfg.planner.replace(d_max=30, search="hard")
