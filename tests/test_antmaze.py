@@ -7,6 +7,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +47,6 @@ def test_the_umaze_is_the_papers_u_scaled_by_four(umaze):
 def test_making_a_maze_leaves_no_file_in_the_temp_dir(env_id, tmp_path, monkeypatch):
     """gymnasium-robotics writes each maze's MJCF into the temp dir; make_env removes it once the
     model is compiled, and the env still resets and steps."""
-    import tempfile
-
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     env = open_env(env_id)
