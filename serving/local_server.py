@@ -77,6 +77,8 @@ class LocalServer:
         self.cwd = Path(cwd) if cwd is not None else None
         self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"  # the READY line must not sit in a pipe buffer
+        # The child imports the installed package, never a folder of the caller's working directory.
+        self.env["PYTHONSAFEPATH"] = "1"
         self.proc: subprocess.Popen[str] | None = None
         self._stdout: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)

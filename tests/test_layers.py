@@ -19,11 +19,11 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 @pytest.fixture(scope="module")
 def installed_tree(tmp_path_factory) -> Path:
-    """The package as a wheel installs it: l3p/ holding the apps and every subpackage. grimp walks
+    """The package as a wheel installs it: l3p/ holding the apps (apps/ in the checkout) and every subpackage. grimp walks
     the package's folder, and in the checkout the subpackages are its siblings."""
     root = tmp_path_factory.mktemp("tree")
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "l3p", root / "l3p", ignore=skip)
+    shutil.copytree(ROOT / "apps", root / "l3p", ignore=skip)
     for name in SUBPACKAGES:
         shutil.copytree(ROOT / name, root / "l3p" / name, ignore=skip)
     return root

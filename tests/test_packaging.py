@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("l3p", "core", "protos", "sim", "training", "serving", "clients")
+FOLDERS = ("apps", "core", "protos", "sim", "training", "serving", "clients")
 BUNDLE = ROOT / "models" / "FetchPush-v4"
 HINT = r"l3p {command}: error: needs the '{extra}' extra \(missing module '[\w.]+'\): pip install 'l3p-service\[{extra}\]'\n"
 
@@ -88,8 +88,11 @@ def test_the_base_install_is_the_robot_client(profiles, tmp_path):
         proc.stderr
     proc = run(bin_dir / "l3p", "run", "--help", cwd=tmp_path)
     assert proc.returncode == 2 and re.fullmatch(HINT.format(command="run", extra="sim"), proc.stderr), proc.stderr
-    proc = run(bin_dir / "python", "-c", "from l3p.clients.client import PlannerClient, Unavailable", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    for cwd in (tmp_path, ROOT):  # the checkout root too: no folder there shadows the installed package
+        proc = run(bin_dir / "python", "-c", "from l3p.clients.client import PlannerClient, Unavailable", cwd=cwd)
+        assert proc.returncode == 0, proc.stderr
+        proc = run(bin_dir / "python", "-m", "l3p", "--help", cwd=cwd)
+        assert proc.returncode == 0 and "serve" in proc.stdout, proc.stderr
 
 
 def test_the_sim_install_runs_episodes_but_does_not_serve(profiles, tmp_path):
