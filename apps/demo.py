@@ -26,14 +26,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from l3p.clients.client import NotFound, PlannerClient, PlannerError
-from l3p.clients.evaluate import evaluate, format_table, parse_modes, write_report
-from l3p.clients.runner import add_protocol_arguments, episode_protocol, served_env_id
+from l3p.app_options import DEFAULT_MODEL
+from l3p.clients.evaluate import evaluate, format_table, write_report
+from l3p.clients.runner import episode_protocol, served_env_id
 from l3p.core.errors import L3PError
-from l3p.core.seeds import HELD_OUT
+# The child server's modules: without the serve extra the command names it here, at import, rather
+# than the child server printing its traceback.
+import l3p.serving.server  # noqa: F401
 from l3p.serving.local_server import LocalServer
 
 MODELS = Path("models")
-DEFAULT_MODEL = "FetchPush-v4"  # run first
 
 
 def models_dir() -> Path:
@@ -47,32 +49,6 @@ def models_dir() -> Path:
         if any(path.glob("*/manifest.json")):
             return path
     return candidates[0]
-
-
-def add_demo_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    served = parser.add_mutually_exclusive_group()
-    served.add_argument("--models", type=Path, default=None, metavar="DIR",
-                        help="model repository to serve (default: the shipped models/)")
-    served.add_argument("--bundle", type=Path, default=None,
-                        help="serve this one model bundle directory instead")
-    parser.add_argument("--model", action="append", default=None, metavar="NAME",
-                        help="a served model to run; repeat for several (default: every model the "
-                             f"server lists, {DEFAULT_MODEL} first)")
-    parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=HELD_OUT,
-                        help=f"episode i uses env and planner seed SEED + i (default {HELD_OUT}: the "
-                             "held-out range, disjoint from the seeds training and validation draw)")
-    parser.add_argument("--modes", type=parse_modes, default=["l3p", "naive", "policy"],
-                        help="comma-separated planner variants to compare (default l3p,naive,policy)")
-    parser.add_argument("--env", default=None, help="env id (default: each model's own)")
-    add_protocol_arguments(parser)
-    parser.add_argument("--stream", action="store_true", help="use the Control stream per episode")
-    parser.add_argument("--out", default=None, metavar="results.json",
-                        help="write the JSON report (one file per model: NAME.json beside it if several)")
-    parser.add_argument("--ready-timeout", type=float, default=120.0,
-                        help="seconds to wait for the server to start")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return parser
 
 
 @contextmanager

@@ -22,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from l3p.clients.runner import add_protocol_arguments, episode_protocol
+# The child server's modules: without the serve extra the command names it here, at import, rather
+# than the child server printing its traceback.
+import l3p.serving.server  # noqa: F401
+from l3p.clients.runner import episode_protocol
 from l3p.core.errors import L3PError
-from l3p.core.seeds import HELD_OUT
+from l3p.serving.bundle import load_bundle
 from l3p.sim import mazes
 
 
@@ -49,36 +52,13 @@ def landmark_edges(bundle: Any, config: Any) -> np.ndarray:
                           config.adaptive_cut)[:n, :n]
 
 
-def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    from l3p.core.names import VARIANT_HELP, variant_arg
-
-    parser.add_argument("--bundle", type=Path, required=True, help="the maze model bundle (its graph is drawn)")
-    parser.add_argument("--server", default=None, metavar="HOST:PORT",
-                        help="planner server serving that bundle (default: start one on --bundle)")
-    parser.add_argument("--model", default=None, metavar="NAME",
-                        help="with --server: the served model that is that bundle (default: the "
-                             "server's default model)")
-    parser.add_argument("--seed", type=int, default=HELD_OUT,
-                        help=f"episode seed (and far-pair list seed; default {HELD_OUT}: the held-out list)")
-    add_protocol_arguments(parser, positive=True)
-    parser.add_argument("--planner", type=variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
-                        help=VARIANT_HELP + " (default: the bundle's served defaults)")
-    parser.add_argument("--landmarks-only", action="store_true",
-                        help="draw the walls, the landmarks and their graph from the bundle alone "
-                             "(no episode, no server); any env: other envs in goal-space views, over "
-                             "the obstacles the env declares")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="PNG to write (default maze_episode.png, or landmarks.png with --landmarks-only)")
-    return parser
-
-
-def _maze(env_id: str) -> tuple[np.ndarray, float]:
-    """The maze's layout and cell size, read from the env."""
+def _maze(env_id: str) -> tuple[np.ndarray, float, tuple[float, float]]:
+    """The maze's layout, cell size and origin, read from the env."""
     from l3p.sim.envs import make_env
 
     env = make_env(env_id)
     try:
-        return mazes.maze_map(env), mazes.maze_scaling(env)
+        return mazes.maze_map(env), mazes.maze_scaling(env), mazes.maze_origin(env)
     finally:
         env.close()
 
@@ -94,8 +74,9 @@ def _plot_landmarks(bundle: Any, config: Any, overrides: dict[str, Any], out: Pa
     title = (f"{bundle.env_id}: {len(bundle.landmarks)} landmarks, graph at {_d_max_label(config, overrides)}"
              f"{cut}")
     if mazes.is_maze(bundle.env_id):
-        layout, scaling = _maze(bundle.env_id)
-        plot_maze_episode(out, layout, scaling, bundle.landmarks, landmark_edges(bundle, config), None, title=title)
+        layout, scaling, origin = _maze(bundle.env_id)
+        plot_maze_episode(out, layout, scaling, bundle.landmarks, landmark_edges(bundle, config), None, title=title,
+                          origin=origin)
     else:  # goal-space views over the obstacles the env declares (the Fetch box)
         goals = np.zeros((0, bundle.landmarks.shape[1]), np.float32)
         plot_landmarks(bundle.landmarks, goals, out, title, bundle.env_id, bundle.value_fn, config.d_max,
@@ -107,7 +88,6 @@ def _plot_landmarks(bundle: Any, config: Any, overrides: dict[str, Any], out: Pa
 def run_plot(args: argparse.Namespace) -> int:
     """``l3p plot``: writes the PNG; expected failures (a bundle, the server) raise L3PError."""
     from l3p.core.names import parse_variant
-    from l3p.serving.bundle import load_bundle
 
     bundle = load_bundle(args.bundle)
     if not (args.landmarks_only or mazes.is_maze(bundle.env_id)):
@@ -145,7 +125,8 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
                  f"{pruning}), seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans"
                  f"{', ' + ep.fell_text if ep.fell_text else ''}")
         plot_maze_episode(out, mazes.maze_map(env), mazes.maze_scaling(env), bundle.landmarks, edges,
-                          to_goal, ep.trajectory, ep.subgoal_indices, ep.goal, title=title, fell_at=ep.fell_at)
+                          to_goal, ep.trajectory, ep.subgoal_indices, ep.goal, title=title, fell_at=ep.fell_at,
+                          origin=mazes.maze_origin(env))
     finally:
         close_env(env)
         if server is not None:

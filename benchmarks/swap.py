@@ -18,7 +18,14 @@ each episode with its own seed and inputs:
    The p99 step during the swap (steps begun between the reload call and its answer, plus one
    second after it: the old version is still draining) is compared with the reference run's p99;
 3. several models vs one: the same 32 sessions all on one model, or split over two names of the
-   same bundle, measured in alternation (rounds), so both see the same machine load.
+   same bundle, measured in alternation (rounds), so both see the same machine load;
+4. copied under the watch: a second server, watching its repository every --watch-interval
+   seconds (no ReloadModels), runs the same workload; at 20% of its steps version 2 is copied in
+   with a plain `cp -r` (files land one by one: the watch may look at a half-copied version,
+   refuse it, and must try it again once the rest has landed). Counted: failed calls, lost
+   episodes, the seconds from the copy's end to version 2 serving, and the "arm" episodes
+   started after the copy's end on each version: those on version 1 started while the watch had
+   not yet looked (at most --watch-interval plus a load), every later one must be on version 2.
 
 Machines are shared and noisy: compare rows within a run, not absolute numbers across runs.
 """
@@ -58,6 +65,7 @@ class Run:
     def __init__(self) -> None:
         self.actions: dict[tuple[int, int], list[list[float]]] = {}
         self.versions: dict[tuple[int, int], str] = {}
+        self.started: dict[tuple[int, int], float] = {}  # when StartEpisode (or the stream's start) was sent
         self.steps: list[tuple[float, float]] = []  # (start time, latency)
         self.failures: list[str] = []
         self.done = 0
@@ -72,6 +80,7 @@ async def session(index: int, target: str, model: str, stream: bool, episodes, s
             start = pb.StartEpisodeRequest(goal=goal.tolist(), model=model,
                                            options=pb.EpisodeOptions(seed=index * 1000 + e))
             actions = []
+            run.started[key] = time.perf_counter()
             try:
                 if stream:
                     requests: asyncio.Queue = asyncio.Queue()
@@ -156,6 +165,46 @@ async def swap_run(target: str, sessions, new_version: Path, destination: Path, 
     return run, window
 
 
+async def copy_run(target: str, sessions, new_version: Path, destination: Path, total_steps: int) -> tuple[Run, dict]:
+    """The workload while `cp -r` copies version 2 in under the watch; when the copy ended and
+    when the server first reported version 2 of "arm" current."""
+    run = Run()
+    window: dict = {}
+    trigger = asyncio.Event()
+    counted = [0]
+
+    def on_step() -> None:
+        counted[0] += 1
+        if counted[0] == int(SWAP_AT * total_steps):
+            trigger.set()
+
+    finished = asyncio.Event()
+
+    async def workload() -> None:
+        try:
+            await run_workload(target, sessions, run, on_step)
+        finally:
+            finished.set()
+
+    async def copier() -> None:
+        await trigger.wait()
+        copy = await asyncio.create_subprocess_exec("cp", "-r", str(new_version), str(destination))
+        window["cp_returncode"] = await copy.wait()
+        window["copied"] = time.perf_counter()
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = pb_grpc.PlannerStub(channel)
+            while not finished.is_set():
+                listed = await stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT)
+                arm = next(m for m in listed.models if m.info.model == "arm")
+                if arm.info.version == "2":
+                    window["served"] = time.perf_counter()
+                    return
+                await asyncio.sleep(0.02)
+
+    await asyncio.gather(workload(), copier())
+    return run, window
+
+
 def p99(latencies: list[float]) -> float:
     return float(np.percentile(latencies, 99)) if latencies else float("nan")
 
@@ -166,6 +215,8 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=6, help="episodes per session")
     parser.add_argument("--steps", type=int, default=40, help="steps per episode")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the one-vs-several rows")
+    parser.add_argument("--watch-interval", type=float, default=1.0, metavar="SECONDS",
+                        help="the watching server's --poll-interval (row 4)")
     parser.add_argument("--out", default=None, metavar="swap.json")
     args = parser.parse_args()
 
@@ -223,6 +274,18 @@ def main() -> int:
                         one_wall += wall
                     else:
                         two_wall += wall
+
+        # Copied in with cp -r under the watch: a server of its own, no ReloadModels.
+        watched = scratch / "watched"
+        shutil.copytree(args.models / "FetchPush-v4", watched / "arm" / "1")
+        shutil.copytree(args.models / "FetchPickAndPlace-v4", watched / "pick")
+        watcher = LocalServer(models=watched, env=without_thread_variables(os.environ), stderr_lines=100_000,
+                              extra_args=["--max-sessions", "2048", "--poll-interval", str(args.watch_interval)])
+        with watcher:
+            copied, copy_window = asyncio.run(copy_run(watcher.target, two, new_version, watched / "arm" / "2", total))
+            events = [json.loads(line) for line in watcher.stderr_tail(100_000).splitlines()]
+        refused_mid_copy = [e["error"] for e in events
+                            if e.get("event") == "model_load_failed" and e.get("version") == "2"]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -243,12 +306,37 @@ def main() -> int:
         "p99_ratio_swap_over_reference": round(swap_p99 / ref_p99, 2),
         "one_model_32_sessions": {**summarize(one_model), "actions_per_s": round(len(one_model) / one_wall)},
         "two_models_16_16": {**summarize(two_models), "actions_per_s": round(len(two_models) / two_wall)},
+        "copied_under_watch": copy_summary(copied, copy_window, refused_mid_copy, expected_episodes,
+                                           args.watch_interval),
     }
     print_table(results)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2))
         print(f"wrote {args.out}")
     return 0
+
+
+def copy_summary(run: Run, window: dict, refused: list[str], expected_episodes: int, interval: float) -> dict:
+    """Row 4's counts: arm episodes started after the copy's end, by version and by whether the
+    server already reported version 2 when they started."""
+    copied, served = window["copied"], window.get("served", float("inf"))
+    arm = [key for key, version in run.versions.items() if version in ("1", "2")]
+    after_copy = [key for key in arm if run.started[key] >= copied]
+    after_served = [key for key in after_copy if run.started[key] >= served]
+    return {
+        "watch_interval_s": interval, "cp_returncode": window["cp_returncode"],
+        "copy_to_served_s": round(served - copied, 3) if served != float("inf") else None,
+        "refusals_of_v2_while_copying": refused,
+        "failed_calls": len(run.failures), "failures": run.failures[:10],
+        "lost_episodes": expected_episodes - run.done,
+        "arm_episodes_started_after_copy": len(after_copy),
+        "of_which_on_v2": sum(run.versions[key] == "2" for key in after_copy),
+        "started_after_copy_before_v2_served_on_v1": sum(run.versions[key] == "1" for key in after_copy
+                                                         if run.started[key] < served),
+        "arm_episodes_started_after_v2_served": len(after_served),
+        "of_which_on_v2_after_served": sum(run.versions[key] == "2" for key in after_served),
+        "arm_episodes_on_v2_in_all": sum(run.versions[key] == "2" for key in arm),
+    }
 
 
 def print_table(r: dict) -> None:
@@ -273,6 +361,18 @@ def print_table(r: dict) -> None:
     print(f"target: 0 failed, 0 lost, 0 mismatched: {ok(r['failed_calls'] == r['lost_episodes'] == r['episodes_not_matching_their_version'] == 0)}; "
           f"p99 during swap <= 2x reference ({r['p99_ratio_swap_over_reference']}x): "
           f"{ok(r['p99_ratio_swap_over_reference'] <= 2)}")
+    c = r["copied_under_watch"]
+    served = (f"{c['copy_to_served_s']} s after the copy ended" if c["copy_to_served_s"] is not None
+              else "not before the workload ended")
+    print(f"copied in with cp -r under a {c['watch_interval_s']:g} s watch (no ReloadModels): version 2 served "
+          f"{served}; refusals while copying: {len(c['refusals_of_v2_while_copying'])}")
+    print(f"  arm episodes started after the copy ended: {c['arm_episodes_started_after_copy']}, on v2 "
+          f"{c['of_which_on_v2']}, on v1 {c['started_after_copy_before_v2_served_on_v1']} (started before the watch "
+          f"had loaded v2); started after v2 served: {c['arm_episodes_started_after_v2_served']}, on v2 "
+          f"{c['of_which_on_v2_after_served']}")
+    print(f"  failed calls {c['failed_calls']}, lost episodes {c['lost_episodes']}")
+    print(f"target: v2 served, every episode started after it on v2, 0 failed, 0 lost: "
+          f"{ok(c['copy_to_served_s'] is not None and c['failed_calls'] == c['lost_episodes'] == 0 and c['of_which_on_v2_after_served'] == c['arm_episodes_started_after_v2_served'] > 0)}")
 
 
 if __name__ == "__main__":

@@ -222,6 +222,8 @@ class PlannerClient:
         if tls_server_name is not None:
             opts.append(("grpc.ssl_target_name_override", tls_server_name))
         opts += list(options)
+        self._tls = credentials is not None
+        self._mismatch: str | None = None  # a TLS / plaintext mismatch, once found
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=opts)
         else:
@@ -279,6 +281,9 @@ class PlannerClient:
                     ) from None
                 if error.code not in RETRIED:
                     raise error from None
+                mismatch = self._tls_mismatch(error) if attempt == 1 else self._mismatch
+                if mismatch:  # not transient: retrying cannot help
+                    raise type(error)(error.code, mismatch, method) from None
                 if attempt == policy.max_attempts:
                     tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
                     raise type(error)(error.code, error.message + tries, method) from None
@@ -289,6 +294,23 @@ class PlannerClient:
                 )
                 time.sleep(wait)
         raise AssertionError("unreachable")
+
+    def _tls_mismatch(self, error: PlannerError) -> str | None:
+        """Why an unreachable server is a TLS / plaintext mismatch, or None. A TLS channel to a
+        plaintext server fails its handshake (WRONG_VERSION_NUMBER); a plaintext channel to a TLS
+        server only sees the socket closed, so this asks the server for a TLS handshake once."""
+        if error.code != grpc.StatusCode.UNAVAILABLE:
+            return None
+        if self._tls:
+            if "WRONG_VERSION_NUMBER" in error.message:
+                self._mismatch = (f"TLS handshake with {self.target} failed: the server does not speak TLS "
+                                  f"(it answers in plaintext); connect without TLS (no --tls-ca), or serve TLS "
+                                  f"(l3p serve --tls-cert/--tls-key)")
+        elif _speaks_tls(self.target):
+            self._mismatch = (f"the server at {self.target} speaks TLS and this client connected in plaintext: "
+                              f"connect with TLS (--tls-ca PEM; PlannerClient(credentials="
+                              f"channel_credentials(ca)))")
+        return self._mismatch
 
     def control(self, requests: Iterator[pb.ControlRequest], timeout: float | None) -> Any:
         """The raw ``Control`` stream call (low level; prefer :meth:`stream_episode`)."""
@@ -374,3 +396,24 @@ class PlannerClient:
         ``max_duration_s`` optionally bounds the whole stream (each stream, after a resume).
         """
         return StreamEpisode(self, goal, episode_options(mode, **options), max_duration_s, resume)
+
+
+def _speaks_tls(target: str, timeout_s: float = 2.0) -> bool:
+    """Whether HOST:PORT completes a TLS handshake (certificate unchecked: this only asks which
+    protocol the server speaks)."""
+    import socket
+    import ssl
+
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or "/" in host:
+        return False
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
+            with context.wrap_socket(sock, server_hostname=None):
+                return True
+    except (OSError, ValueError):  # ssl.SSLError is an OSError
+        return False

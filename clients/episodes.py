@@ -57,7 +57,7 @@ class Episode:
         self, client: Connection, goal: Any, options: pb.EpisodeOptions, resume: bool = False
     ) -> None:
         self._client = client
-        self.goal = np.asarray(goal, dtype=np.float32).ravel()
+        self.goal = np.asarray(as_floats(goal, "goal"), dtype=np.float32)  # None is named, not sent as NaN
         self.options = options
         self.resume = resume
         self.resumes = 0  # sessions replaced after their server was lost
@@ -171,7 +171,7 @@ class StreamEpisode:
         resume: bool = False,
     ) -> None:
         self._client = client
-        self.goal = np.asarray(goal, dtype=np.float32).ravel()
+        self.goal = np.asarray(as_floats(goal, "goal"), dtype=np.float32)  # None is named, not sent as NaN
         self.options = options
         self.max_duration_s = max_duration_s
         self.resume = resume

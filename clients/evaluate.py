@@ -1,12 +1,13 @@
 """Compare planner modes on the same episodes of any served goal env.
 
-``l3p eval --server HOST:PORT --env FetchPush-v4 --episodes 50 --seed 0 --modes l3p,naive,policy
+``l3p eval --server HOST:PORT --env FetchPush-v4 --episodes 50 --modes l3p,naive,policy
 --out results.json``
-``l3p eval --server HOST:PORT --pairs far --episodes 100 --seed 2000000000
+``l3p eval --server HOST:PORT --pairs far --episodes 100
 --modes l3p,l3p@search=hard,naive,policy``   (a maze: fixed far start/goal pairs)
+``l3p eval --config eval.toml --out results.json``   (options from a file; the command line wins)
 
 Every mode (a variant ``MODE[@key=value...]``, see ``l3p.clients.runner``) replays episodes
-``seed + i`` (same initial states, goals, maze pairs and planner seeds). The table and the JSON
+``seed + i`` (by default the held-out range; same initial states, goals, maze pairs and planner seeds). The table and the JSON
 report, per variant: success rate with a Wilson 95% interval, mean final distance to the goal,
 re-plans per episode and per-step latency p50/p99; for a robot that can fall over (the ant), the
 episodes in which it fell.
@@ -14,7 +15,6 @@ episodes in which it fell.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -24,16 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from l3p.clients.client import ModelInfo, PlannerClient
+from l3p.clients.run_config import EvalConfig, seeds_text
 from l3p.clients.runner import (
     RunResult,
-    add_connection_arguments,
     check_env,
     connect,
     episode_protocol,
     open_env,
     run_episodes,
 )
-from l3p.core.names import parse_variant
 from l3p.sim import mazes
 from l3p.sim.render import close_env
 
@@ -58,19 +57,6 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     lo = 0.0 if successes == 0 else max(0.0, center - half)
     hi = 1.0 if successes == n else min(1.0, center + half)
     return lo, hi
-
-
-def parse_modes(text: str) -> list[str]:
-    """Comma-separated variants, ``MODE[@key=value...]`` each (argparse type)."""
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    if not modes:
-        raise argparse.ArgumentTypeError(f"give at least one planner mode; got {text!r}")
-    for mode in modes:
-        try:
-            parse_variant(mode)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return list(dict.fromkeys(modes))
 
 
 def summarize(run: RunResult) -> dict[str, Any]:
@@ -154,7 +140,8 @@ def _progress(total: int, enabled: bool) -> Any:
             def set_description(self, _desc: str) -> None: ...
             def close(self) -> None: ...
         return _Silent()
-    return tqdm(total=total, unit="episode", file=sys.stderr, leave=False)
+    # disable=None: a bar only on a terminal, never carriage-return frames in a log or a pipe.
+    return tqdm(total=total, unit="episode", file=sys.stderr, leave=False, disable=None)
 
 
 def format_table(report: dict[str, Any]) -> str:
@@ -178,10 +165,9 @@ def format_table(report: dict[str, Any]) -> str:
     lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)
                        for c, (cell, w) in enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, "-" * len(lines[0]))
-    last = report["seed"] + report["episodes"] - 1
     far = f" far start/goal pairs (>= {report['min_cells']} cells)," if report.get("pairs") == "far" else ""
-    title = (f"{report['env_id']}: {report['episodes']} episodes of {report['max_steps']} steps per mode,{far} seeds "
-             f"{report['seed']}..{last}{' (stream)' if report['stream'] else ''}")
+    title = (f"{report['env_id']}: {report['episodes']} episodes of {report['max_steps']} steps per mode,{far} "
+             f"{seeds_text(report['seed'], report['episodes'])}{' (stream)' if report['stream'] else ''}")
     return "\n".join([title, *lines])
 
 
@@ -202,29 +188,19 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def add_eval_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    add_connection_arguments(parser)
-    parser.add_argument("--modes", type=parse_modes, default=["l3p", "naive", "policy"],
-                        help="comma-separated planner variants MODE[@KEY=VALUE...] (default "
-                             "l3p,naive,policy), e.g. l3p,l3p@search=hard,naive,policy")
-    parser.add_argument("--out", default=None, metavar="results.json", help="write the JSON report")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return parser
-
-
-def run_eval(args: argparse.Namespace) -> int:
+def run_eval(config: EvalConfig) -> int:
     """``l3p eval``: the table, and the JSON report with ``--out``; expected failures raise L3PError."""
-    client, info, env_id = connect(args)
+    client, info, env_id = connect(config)
     try:
-        protocol = episode_protocol(args, info.provenance, env_id)
-        report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes,
-                          seed=args.seed, stream=args.stream, force_env=args.force_env,
-                          progress=not args.no_progress, pairs=protocol.pairs, min_cells=protocol.min_cells,
+        protocol = episode_protocol(config, info.provenance, env_id)
+        report = evaluate(client, info, env_id, modes=config.modes, episodes=config.episodes,
+                          seed=config.seed, stream=config.stream, force_env=config.force_env,
+                          progress=config.progress, pairs=protocol.pairs, min_cells=protocol.min_cells,
                           max_steps=protocol.max_steps)
     finally:
         client.close()
     print(format_table(report))
-    if args.out:
-        write_report(report, args.out)
-        print(f"wrote {args.out}")
+    if config.out:
+        write_report(report, config.out)
+        print(f"wrote {config.out}")
     return 0

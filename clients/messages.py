@@ -23,6 +23,8 @@ _SEED_END = 2**64  # EpisodeOptions.seed is a uint64
 
 def as_floats(x: Any, what: str) -> list[float]:
     """A flat list of floats for a repeated-float field (values are checked by the server)."""
+    if x is None:  # np.asarray(None) is a NaN scalar: the server would count "1 values"
+        raise ValueError(f"{what} is None: give a vector of floats")
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim > 1 and arr.size != arr.shape[-1]:
         raise ValueError(f"{what} must be one vector, got shape {arr.shape}")

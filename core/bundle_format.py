@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import stat
 from pathlib import Path
 
 from l3p.core.config import PlannerConfig
@@ -21,6 +23,10 @@ MANIFEST = "manifest.json"
 # A manifest is a few kB; a bigger one is refused before it is parsed (it bounds the memory and
 # time an untrusted bundle can make the loader spend).
 MAX_MANIFEST_BYTES = 1 << 20
+# A graph file bigger than this is refused before it is read (it is read whole to be hashed). The
+# shipped graphs are about 1 MB; `l3p serve --max-file-bytes` changes it.
+DEFAULT_MAX_FILE_BYTES = 256 << 20
+_READ_CHUNK = 1 << 20
 
 
 class BundleError(L3PError):
@@ -64,18 +70,62 @@ def bundle_digest(manifest: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def read_manifest(path: Path) -> dict:
-    """The bundle directory's manifest, its fields checked; BundleError names the first problem."""
-    path = Path(path)
-    if not path.is_dir():
-        raise BundleError(f"bundle {path}: not a directory")
-    file = path / MANIFEST
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "not a plain file"
+
+
+def read_regular(file: Path, max_bytes: int, shown: str) -> bytes:
+    """The bytes of ``file`` if it is a regular file of at most ``max_bytes``. Nothing else is
+    opened or waited on: a FIFO, device or socket is refused (checked before opening, and on the
+    open descriptor, which is opened non-blocking), and no more than ``max_bytes`` are read
+    whatever the file grows to meanwhile. ``shown`` names the file in errors (BundleError);
+    FileNotFoundError passes through."""
     try:
-        if file.stat().st_size > MAX_MANIFEST_BYTES:
-            raise BundleError(f"{file}: larger than {MAX_MANIFEST_BYTES} bytes; not a manifest")
-        manifest = json.loads(file.read_text())
+        mode = os.stat(file).st_mode
+        if not stat.S_ISREG(mode):
+            raise BundleError(f"{shown}: {_kind(mode)}, not a regular file; refusing to read it")
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
-        raise BundleError(f"bundle {path}: {MANIFEST} is missing") from None
+        raise
+    except OSError as exc:
+        raise BundleError(f"{shown}: cannot open it ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # replaced between the check and the open
+            raise BundleError(f"{shown}: {_kind(info.st_mode)}, not a regular file; refusing to read it")
+        if info.st_size > max_bytes:
+            raise BundleError(f"{shown}: {info.st_size} bytes, over the cap of {max_bytes} bytes per file")
+        chunks, size = [], 0
+        while chunk := os.read(fd, min(_READ_CHUNK, max_bytes + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise BundleError(f"{shown}: grew past the cap of {max_bytes} bytes per file while read")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise BundleError(f"{shown}: cannot read it ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+def read_manifest(path: Path, shown: str | None = None) -> dict:
+    """The bundle directory's manifest, its fields checked; BundleError names the first problem
+    (the bundle as ``shown``, default its path)."""
+    path = Path(path)
+    where = str(path) if shown is None else shown
+    if not path.is_dir():
+        raise BundleError(f"bundle {where}: not a directory")
+    file = f"{where}/{MANIFEST}"
+    try:
+        data = read_regular(path / MANIFEST, MAX_MANIFEST_BYTES, file)
+        manifest = json.loads(data.decode())
+    except FileNotFoundError:
+        raise BundleError(f"bundle {where}: {MANIFEST} is missing") from None
     except RecursionError:  # nesting deeper than the parser's stack: not a manifest
         raise BundleError(f"{file}: not readable JSON (nested too deeply)") from None
     except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, an over-long integer
@@ -128,16 +178,19 @@ def read_manifest(path: Path) -> dict:
     return manifest
 
 
-def check_pin(path: Path, manifest: dict, expected: str | None, source: str = "--bundle-sha256") -> str:
+def check_pin(path: Path, manifest: dict, expected: str | None, source: str = "--bundle-sha256",
+              shown: str | None = None) -> str:
     """The manifest's digest; BundleError unless it is ``expected`` (when given). Called right
-    after the manifest is read (``source`` names where the pin came from in the message), before any graph is opened: a bundle that is not the pinned one
-    never reaches onnxruntime."""
+    after the manifest is read (``source`` names where the pin came from in the message, ``shown``
+    the bundle), before any graph is opened: a bundle that is not the pinned one never reaches
+    onnxruntime."""
+    where = str(path) if shown is None else shown
     try:
         digest = bundle_digest(manifest)
     except (RecursionError, ValueError) as exc:
-        raise BundleError(f"{Path(path) / MANIFEST}: cannot be digested ({_first_line(exc)})") from None
+        raise BundleError(f"{where}/{MANIFEST}: cannot be digested ({_first_line(exc)})") from None
     if expected is not None and digest != expected.lower():
-        raise BundleError(f"bundle {path} has digest {digest}, not the pinned {source} {expected}; "
+        raise BundleError(f"bundle {where} has digest {digest}, not the pinned {source} {expected}; "
                           "refusing to serve it")
     return digest
 
@@ -156,21 +209,22 @@ def planner_defaults(manifest: dict) -> PlannerConfig:
     return config
 
 
-def read_graph(root: Path, entry: dict) -> bytes:
-    """A graph file's bytes, inside the bundle and matching its manifest sha256."""
+def read_graph(root: Path, entry: dict, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+               shown: str | None = None) -> bytes:
+    """A graph file's bytes, inside the bundle, a regular file of at most ``max_bytes``, and
+    matching its manifest sha256 (the bundle named ``shown`` in errors, default its path)."""
+    where = str(root) if shown is None else shown
     file = (root / entry["path"]).resolve()
     if root.resolve() not in file.parents:
-        raise BundleError(f"{MANIFEST}: file path {entry['path']!r} leaves the bundle directory")
+        raise BundleError(f"{where}/{MANIFEST}: file path {entry['path']!r} leaves the bundle directory")
     try:
-        data = file.read_bytes()
+        data = read_regular(file, max_bytes, f"{where}/{entry['path']}")
     except FileNotFoundError:
-        raise BundleError(f"bundle {root}: {entry['path']} is missing") from None
-    except OSError as exc:
-        raise BundleError(f"bundle {root}: cannot read {entry['path']} ({exc.strerror})") from None
+        raise BundleError(f"bundle {where}: {entry['path']} is missing") from None
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry["sha256"]:
         raise BundleError(
-            f"{entry['path']}: sha256 {digest} does not match {MANIFEST} ({entry['sha256']})"
+            f"{where}/{entry['path']}: sha256 {digest} does not match {MANIFEST} ({entry['sha256']})"
         )
     return data
 

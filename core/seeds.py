@@ -12,3 +12,14 @@ VALIDATION = 1_500_000_000
 """Choosing served defaults (validation sweeps) uses VALIDATION + i."""
 HELD_OUT = 2_000_000_000
 """Reported results (the demo, eval_heldout.json) use HELD_OUT + i."""
+
+
+def seed_range(seed: int) -> str:
+    """The range a seed falls in, as a run announces it."""
+    if seed >= HELD_OUT:
+        return "held-out"
+    if seed >= VALIDATION:
+        return "validation"
+    if seed >= TRAINING_EVAL:
+        return "training evaluation"
+    return "training" if seed >= 0 else "outside the ranges"

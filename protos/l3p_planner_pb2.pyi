@@ -58,7 +58,7 @@ class PlannerDefaults(_message.Message):
     def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ..., prune_failed: _Optional[bool] = ..., require_progress: _Optional[bool] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json", "model", "version", "memory_bytes", "landmarks")
+    __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json", "model", "version", "memory_bytes", "landmarks", "signed_by")
     ENV_ID_FIELD_NUMBER: _ClassVar[int]
     OBS_DIM_FIELD_NUMBER: _ClassVar[int]
     GOAL_DIM_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class ModelInfo(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     LANDMARKS_FIELD_NUMBER: _ClassVar[int]
+    SIGNED_BY_FIELD_NUMBER: _ClassVar[int]
     env_id: str
     obs_dim: int
     goal_dim: int
@@ -91,7 +92,8 @@ class ModelInfo(_message.Message):
     version: str
     memory_bytes: int
     landmarks: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, env_id: _Optional[str] = ..., obs_dim: _Optional[int] = ..., goal_dim: _Optional[int] = ..., action_dim: _Optional[int] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., n_landmarks: _Optional[int] = ..., format_version: _Optional[int] = ..., bundle_sha256: _Optional[str] = ..., gamma: _Optional[float] = ..., defaults: _Optional[_Union[PlannerDefaults, _Mapping]] = ..., provenance_json: _Optional[str] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., landmarks: _Optional[_Iterable[float]] = ...) -> None: ...
+    signed_by: str
+    def __init__(self, env_id: _Optional[str] = ..., obs_dim: _Optional[int] = ..., goal_dim: _Optional[int] = ..., action_dim: _Optional[int] = ..., action_low: _Optional[_Iterable[float]] = ..., action_high: _Optional[_Iterable[float]] = ..., n_landmarks: _Optional[int] = ..., format_version: _Optional[int] = ..., bundle_sha256: _Optional[str] = ..., gamma: _Optional[float] = ..., defaults: _Optional[_Union[PlannerDefaults, _Mapping]] = ..., provenance_json: _Optional[str] = ..., model: _Optional[str] = ..., version: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., landmarks: _Optional[_Iterable[float]] = ..., signed_by: _Optional[str] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

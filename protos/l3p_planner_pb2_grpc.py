@@ -123,7 +123,9 @@ class PlannerServicer:
 
     def ReloadModels(self, request, context):
         """Looks at the repository now (as its periodic watch does) and loads every new version;
-        needs an admin token (`l3p serve --admin-token-file`), PERMISSION_DENIED otherwise.
+        needs an admin token (`l3p serve --admin-token-file`): UNAUTHENTICATED without a token or with
+        one the server does not accept, PERMISSION_DENIED with a valid token that is not an admin's
+        (or on a server that admits no admin).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -15,6 +15,7 @@ import onnxruntime as ort
 
 from l3p.core import PlannerConfig
 from l3p.core.bundle_format import (
+    DEFAULT_MAX_FILE_BYTES,
     GRAPHS,
     BundleError,
     bundle_digest,
@@ -84,12 +85,14 @@ def session_options() -> ort.SessionOptions:
     return options
 
 
-def load_bundle(path: str | Path, sha256: str | None = None, pin_source: str = "--bundle-sha256") -> Bundle:
+def load_bundle(path: str | Path, sha256: str | None = None, pin_source: str = "--bundle-sha256", *,
+                shown: str | None = None, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Bundle:
     """The bundle at ``path``, checked; with ``sha256``, refused unless its digest is that, before
-    any of its graphs is opened (``pin_source`` names the pin in the message)."""
+    any of its graphs is opened (``pin_source`` names the pin in the message). Errors name the
+    bundle as ``shown`` (default: its path); a graph file over ``max_file_bytes`` is refused unread."""
     path = Path(path)
-    manifest = read_manifest(path)
-    digest = check_pin(path, manifest, sha256, pin_source)
+    manifest = read_manifest(path, shown)
+    digest = check_pin(path, manifest, sha256, pin_source, shown)
     dims = manifest["dims"]
     obs_dim, goal_dim, action_dim = dims["obs"], dims["goal"], dims["action"]
     n_landmarks = manifest["n_landmarks"]
@@ -100,6 +103,8 @@ def load_bundle(path: str | Path, sha256: str | None = None, pin_source: str = "
             manifest["files"][name],
             *io[name],
             batch=n_landmarks if name == "landmarks" else None,
+            max_bytes=max_file_bytes,
+            shown=shown,
         )
         for name in GRAPHS
     }
@@ -139,12 +144,14 @@ def _open_graph(
     inputs: list[tuple[str, int]],
     outputs: list[tuple[str, int | None]],
     batch: int | None,
+    max_bytes: int,
+    shown: str | None,
 ) -> ort.InferenceSession:
     """Checks the file's digest, opens it, and checks its signature.
 
     `batch` None means the leading axis must be dynamic (the planner batches N + 1 candidates).
     """
-    data = read_graph(root, entry)
+    data = read_graph(root, entry, max_bytes, shown)
     try:
         session = ort.InferenceSession(data, session_options(), providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises several private exception types

@@ -15,7 +15,7 @@ supervisor restarts the whole server.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from l3p.core.errors import L3PError
+from l3p.serving.config import ServeConfig
 from l3p.serving.logs import configure_logging, event
 from l3p.serving.server import serve
 from l3p.serving.startup import ServeError, exit_with_parent, prepare, report
@@ -51,32 +52,27 @@ class _Worker:
     exit_code: int | None = field(default=None)
 
 
-def _worker_args(args: argparse.Namespace, port: int, index: int) -> argparse.Namespace:
-    return argparse.Namespace(**{
-        **vars(args),
-        "port": port,
-        "processes": 1,
-        "metrics_port": args.metrics_port + index if args.metrics_port else 0,
-        "exit_with_parent": os.getpid(),
-    })
+def _worker_config(config: ServeConfig, port: int, index: int) -> ServeConfig:
+    return dataclasses.replace(config, port=port, processes=1, exit_with_parent=os.getpid(),
+                               metrics_port=config.metrics_port + index if config.metrics_port else 0)
 
 
-def _worker(args: argparse.Namespace, index: int, ready) -> None:
+def _worker(config: ServeConfig, index: int, ready) -> None:
     """One server process. Runs in a spawned interpreter."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
-    configure_logging(args.log_level, capture_native=True)
+    configure_logging(config.log_level, capture_native=True)
     try:  # the bundle may have changed since the parent checked it
-        sys.exit(serve(args, *prepare(args), on_ready=ready.send, worker=index))
+        sys.exit(serve(config, *prepare(config), on_ready=ready.send, worker=index))
     except L3PError as exc:
         sys.exit(report(exc))
 
 
-def run_processes(args: argparse.Namespace) -> int:
-    """Serves with args.processes processes until SIGTERM/SIGINT; the exit code."""
+def run_processes(config: ServeConfig) -> int:
+    """Serves with config.processes processes until SIGTERM/SIGINT; the exit code."""
     try:
-        reservation = reserve_port(args.host, args.port)
+        reservation = reserve_port(config.host, config.port)
     except OSError as exc:
-        raise ServeError(f"cannot bind {args.host}:{args.port}: {exc.strerror}") from None
+        raise ServeError(f"cannot bind {config.host}:{config.port}: {exc.strerror}") from None
     port = reservation.getsockname()[1]
     context = multiprocessing.get_context("spawn")
     workers: list[_Worker] = []
@@ -92,15 +88,15 @@ def run_processes(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop_all)
     with reservation:
-        for index in range(args.processes):
+        for index in range(config.processes):
             receiver, sender = context.Pipe(duplex=False)
             process = context.Process(target=_worker, name=f"l3p-serve-{index}",
-                                      args=(_worker_args(args, port, index), index, sender))
+                                      args=(_worker_config(config, port, index), index, sender))
             process.start()
             sender.close()
             workers.append(_Worker(index, process, receiver))
-        if args.exit_with_parent is not None:
-            exit_with_parent(args.exit_with_parent)
+        if config.exit_with_parent is not None:
+            exit_with_parent(config.exit_with_parent)
         announced = False
         while any(worker.exit_code is None for worker in workers):
             waiting = [w.ready for w in workers if w.port is None and w.exit_code is None]

@@ -8,7 +8,8 @@
   UNAUTHENTICATED otherwise. Health and reflection are not Planner RPCs: load-balancer probes
   need no token.
 - ReloadModels (an operator's call: it makes the server load new model versions) takes only a
-  token of ``--admin-token-file``, never a robot's; without that file nobody may call it.
+  token of ``--admin-token-file``; a robot's valid token is answered PERMISSION_DENIED (a missing
+  or unknown token UNAUTHENTICATED); without that file nobody may call it.
 - A caller's principal names what it authenticated with: ``token:NAME`` and/or ``cert:CN`` (the
   client certificate's common name under mutual TLS), or ``""`` when the server asks for neither.
   Sessions belong to the principal that opened them (serving/sessions.py).
@@ -18,7 +19,6 @@ Token values never leave this module: not in errors, logs or metrics.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import hmac
 import ipaddress
@@ -31,6 +31,7 @@ from pathlib import Path
 import grpc
 
 from l3p.core.errors import L3PError
+from l3p.serving.config import ServeConfig
 
 AUTH_HEADER = "authorization"
 _BEARER = re.compile(r"bearer\s+(\S+)\s*$", re.IGNORECASE)  # the scheme is case-insensitive (RFC 7235)
@@ -40,6 +41,8 @@ MIN_TOKEN_CHARS = 16
 MISSING_TOKEN = ("this server requires a bearer token: send metadata "
                  "'authorization: Bearer <token>' with every Planner call")
 WRONG_TOKEN = "the bearer token is not accepted by this server"
+NOT_ADMIN = ("this token may not call {method}: it takes a token of the server's --admin-token-file "
+             "(an operator's, not a robot's)")
 # Planner methods for operators, not robots: they take admin tokens only.
 ADMIN_METHODS = ("ReloadModels",)
 
@@ -136,15 +139,21 @@ class Gatekeeper:
         self.tokens = tokens
         self.admin = admin
 
-    def refusal(self, metadata, method: str = "") -> str | None:
-        """Why a call of ``method`` with this metadata is refused, or None to admit it."""
+    def refusal(self, metadata, method: str = "") -> tuple[grpc.StatusCode, str] | None:
+        """The status and reason a call of ``method`` with this metadata is refused with, or None
+        to admit it: UNAUTHENTICATED without an accepted token, PERMISSION_DENIED for a robot's
+        valid token on an admin call."""
         table = self.admin if method in ADMIN_METHODS else self.tokens
         if table is None:
             return None  # admin calls without admin tokens are refused by the handler itself
         token = bearer_token(metadata)
         if token is None:
-            return MISSING_TOKEN
-        return None if table.name_of(token) is not None else WRONG_TOKEN
+            return grpc.StatusCode.UNAUTHENTICATED, MISSING_TOKEN
+        if table.name_of(token) is not None:
+            return None
+        if table is self.admin and self.tokens is not None and self.tokens.name_of(token) is not None:
+            return grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN.format(method=method)
+        return grpc.StatusCode.UNAUTHENTICATED, WRONG_TOKEN
 
     def principal(self, context: grpc.ServicerContext) -> str:
         """``token:NAME``, ``cert:CN``, both joined by a space, or ``""``. Call only for admitted
@@ -165,9 +174,10 @@ class Gatekeeper:
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Refuses calls to the methods under ``service`` without an accepted token; other services
-    (health, reflection) pass. ``on_refused(method, reason)`` reports each refusal."""
+    (health, reflection) pass. ``on_refused(method, code, reason)`` reports each refusal."""
 
-    def __init__(self, gate: Gatekeeper, service: str, on_refused: Callable[[str, str], None]):
+    def __init__(self, gate: Gatekeeper, service: str,
+                 on_refused: Callable[[str, grpc.StatusCode, str], None]):
         self._gate = gate
         self._prefix = f"/{service}/"
         self._on_refused = on_refused
@@ -178,18 +188,18 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or not method.startswith(self._prefix):
             return handler
         name = method.rsplit("/", 1)[-1]
-        reason = self._gate.refusal(handler_call_details.invocation_metadata, name)
-        if reason is None:
+        refusal = self._gate.refusal(handler_call_details.invocation_metadata, name)
+        if refusal is None:
             return handler
-        self._on_refused(name, reason)
-        return _refusing(handler, reason)
+        self._on_refused(name, *refusal)
+        return _refusing(handler, *refusal)
 
 
-def _refusing(handler: grpc.RpcMethodHandler, reason: str) -> grpc.RpcMethodHandler:
-    """A handler of the same kind as ``handler`` that answers UNAUTHENTICATED without reading."""
+def _refusing(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, reason: str) -> grpc.RpcMethodHandler:
+    """A handler of the same kind as ``handler`` that answers ``code`` without reading."""
 
     async def refuse(request, context):
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+        await context.abort(code, reason)
 
     kind = {
         (False, False): grpc.unary_unary_rpc_method_handler,
@@ -229,33 +239,6 @@ def server_credentials(cert: Path, key: Path, client_ca: Path | None) -> grpc.Se
         [pair], root_certificates=_read(client_ca, "--tls-client-ca"), require_client_auth=True)
 
 
-# -- command line
-
-
-def add_security_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tls-cert", type=Path, metavar="PEM",
-                        help="serve TLS with this certificate (chain); needs --tls-key")
-    parser.add_argument("--tls-key", type=Path, metavar="PEM", help="the certificate's private key")
-    parser.add_argument("--tls-client-ca", type=Path, metavar="PEM",
-                        help="mutual TLS: clients must present a certificate signed by this CA; "
-                             "its common name becomes the caller's identity")
-    parser.add_argument("--auth-token-file", type=Path, metavar="FILE",
-                        help="require 'authorization: Bearer <token>' on every Planner call; one "
-                             "token per line, 'token' or 'name:token' (health stays open for probes)")
-    parser.add_argument("--admin-token-file", type=Path, metavar="FILE",
-                        help="tokens (same format) that may call ReloadModels, and only that; "
-                             "without it nobody may (the repository watch still swaps)")
-    parser.add_argument("--insecure", action="store_true",
-                        help="allow a non-loopback --host (or --metrics-host) without TLS (e.g. "
-                             "behind a proxy that terminates TLS on a private network); logs a warning")
-    parser.add_argument("--metrics-host", default="127.0.0.1",
-                        help="address /metrics binds (default 127.0.0.1, whatever --host is); "
-                             "served over TLS with --tls-cert/--tls-key when those are given")
-    parser.add_argument("--metrics-token-file", type=Path, metavar="FILE",
-                        help="require 'Authorization: Bearer <token>' on /metrics (token file "
-                             "format as --auth-token-file; a scraper's own tokens)")
-
-
 @dataclass(frozen=True)
 class Security:
     credentials: grpc.ServerCredentials | None  # None: plaintext
@@ -273,30 +256,30 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def security_from_args(args: argparse.Namespace) -> Security:
+def security_from_config(config: ServeConfig) -> Security:
     """Credentials and gatekeeper from the options; SecurityConfigError names what is wrong."""
-    if (args.tls_cert is None) != (args.tls_key is None):
+    if (config.tls_cert is None) != (config.tls_key is None):
         raise TlsConfigError("--tls-cert and --tls-key go together")
-    if args.tls_client_ca is not None and args.tls_cert is None:
+    if config.tls_client_ca is not None and config.tls_cert is None:
         raise TlsConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
-    if args.tls_cert is None and not args.insecure and not is_loopback(args.host):
+    if config.tls_cert is None and not config.insecure and not is_loopback(config.host):
         raise TlsConfigError(
-            f"--host {args.host} is not loopback: serve TLS (--tls-cert/--tls-key), or pass "
+            f"--host {config.host} is not loopback: serve TLS (--tls-cert/--tls-key), or pass "
             f"--insecure if something else protects the traffic")
-    if (args.metrics_port and args.tls_cert is None and not args.insecure
-            and not is_loopback(args.metrics_host)):
+    if (config.metrics_port and config.tls_cert is None and not config.insecure
+            and not is_loopback(config.metrics_host)):
         raise TlsConfigError(
-            f"--metrics-host {args.metrics_host} is not loopback: serve TLS (--tls-cert/--tls-key, "
+            f"--metrics-host {config.metrics_host} is not loopback: serve TLS (--tls-cert/--tls-key, "
             f"used for /metrics too), or pass --insecure if something else protects the traffic")
     credentials = metrics_tls = None
-    if args.tls_cert is not None:
-        credentials = server_credentials(args.tls_cert, args.tls_key, args.tls_client_ca)
+    if config.tls_cert is not None:
+        credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
         metrics_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        metrics_tls.load_cert_chain(args.tls_cert, args.tls_key)
-    tokens = TokenTable.load(args.auth_token_file) if args.auth_token_file is not None else None
-    admin = TokenTable.load(args.admin_token_file) if args.admin_token_file is not None else None
+        metrics_tls.load_cert_chain(config.tls_cert, config.tls_key)
+    tokens = TokenTable.load(config.auth_token_file) if config.auth_token_file is not None else None
+    admin = TokenTable.load(config.admin_token_file) if config.admin_token_file is not None else None
     gate = (Gatekeeper(tokens, admin)
-            if tokens is not None or admin is not None or args.tls_client_ca is not None else None)
-    metrics_tokens = (TokenTable.load(args.metrics_token_file)
-                      if args.metrics_token_file is not None else None)
+            if tokens is not None or admin is not None or config.tls_client_ca is not None else None)
+    metrics_tokens = (TokenTable.load(config.metrics_token_file)
+                      if config.metrics_token_file is not None else None)
     return Security(credentials, gate, metrics_tls, metrics_tokens)

@@ -15,7 +15,6 @@ at once.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
@@ -26,6 +25,7 @@ from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from l3p.serving.bundle import Bundle
+from l3p.serving.config import ServeConfig
 from l3p.serving.engine import Engine
 from l3p.serving.health import SERVICE_NAME as HEALTH_SERVICE_NAME
 from l3p.serving.health import SERVING, HealthService
@@ -78,12 +78,12 @@ class PlannerServer:
         self,
         models: ModelSpec | Bundle,
         *,
-        host: str = "127.0.0.1",
+        host: str = ServeConfig.host,
         port: int = 0,
-        session_ttl_s: float = 300.0,
-        max_sessions: int = 1024,
+        session_ttl_s: float = ServeConfig.session_ttl,
+        max_sessions: int = ServeConfig.max_sessions,
         max_sessions_per_principal: int | None = None,
-        batch_delay_s: float = 0.0,
+        batch_delay_s: float = ServeConfig.batch_delay_us * 1e-6,
         credentials: grpc.ServerCredentials | None = None,
         gate: Gatekeeper | None = None,
         with_reflection: bool = False,
@@ -109,7 +109,10 @@ class PlannerServer:
         else:
             self.models = Repository(models.sources, models.pins, make_engine, models.default,
                                      self._on_model, metrics=self.metrics,
-                                     pin_option=models.pin_option)
+                                     pin_option=models.pin_option, trusted=models.trusted,
+                                     max_file_bytes=models.max_file_bytes,
+                                     load_timeout_s=models.load_timeout_s,
+                                     poll_interval_s=poll_interval_s)
             try:
                 self.models.load_all()
             except BaseException:
@@ -189,10 +192,9 @@ class PlannerServer:
                 task.cancel()
             self.models.close()
 
-    def _on_refused(self, method: str, reason: str) -> None:
-        self.metrics.errors.labels(grpc.StatusCode.UNAUTHENTICATED.name).inc()
-        limited_event(logging.INFO, "request_refused", method=method, code="UNAUTHENTICATED",
-                      message=reason)
+    def _on_refused(self, method: str, code: grpc.StatusCode, reason: str) -> None:
+        self.metrics.errors.labels(code.name).inc()
+        limited_event(logging.INFO, "request_refused", method=method, code=code.name, message=reason)
 
     def _on_model(self, version: ModelVersion, what: str) -> None:
         """Health per model, ``l3p.v1.Planner/NAME``: SERVING once a version of it is loaded."""
@@ -215,42 +217,42 @@ def onnxruntime_threads(bundle: Bundle) -> dict[str, int]:
     }
 
 
-def serve(args: argparse.Namespace, models: ModelSpec, security: Security, blas: dict[str, int],
+def serve(config: ServeConfig, models: ModelSpec, security: Security, blas: dict[str, int],
           on_ready: Callable[[int], None], **log_fields) -> int:
     """Runs one server process until SIGTERM/SIGINT; calls on_ready(port) once it serves. 0 after
     a shutdown; ServeError if it cannot start (a busy port), BundleError if a model cannot load."""
-    return asyncio.run(_serve(args, models, security, blas, on_ready, log_fields))
+    return asyncio.run(_serve(config, models, security, blas, on_ready, log_fields))
 
 
-async def _serve(args: argparse.Namespace, models: ModelSpec, security: Security,
+async def _serve(config: ServeConfig, models: ModelSpec, security: Security,
                  blas: dict[str, int], on_ready: Callable[[int], None], log_fields: dict) -> int:
     try:
         server = PlannerServer(
             models,
-            host=args.host,
-            port=args.port,
-            session_ttl_s=args.session_ttl,
-            max_sessions=args.max_sessions,
-            max_sessions_per_principal=max_per_principal(args),
-            batch_delay_s=args.batch_delay_us * 1e-6,
+            host=config.host,
+            port=config.port,
+            session_ttl_s=config.session_ttl,
+            max_sessions=config.max_sessions,
+            max_sessions_per_principal=max_per_principal(config),
+            batch_delay_s=config.batch_delay_us * 1e-6,
             credentials=security.credentials,
             gate=security.gate,
-            with_reflection=args.reflection,
-            replica_id=args.replica_id,
-            poll_interval_s=args.poll_interval or None,
+            with_reflection=config.reflection,
+            replica_id=config.replica_id,
+            poll_interval_s=config.poll_interval or None,
         )
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
         raise ServeError(str(exc)) from None
     first = server.models.versions()[0].bundle
     event(logging.INFO, "thread_pools", blas_threads=blas, **onnxruntime_threads(first))
-    if args.metrics_port:
+    if config.metrics_port:
         try:
-            server.metrics.serve_http(args.metrics_port, args.metrics_host, security.metrics_tls,
+            server.metrics.serve_http(config.metrics_port, config.metrics_host, security.metrics_tls,
                                       security.metrics_tokens)
         except OSError as exc:
             await server.stop(None)
             await server.wait_for_termination()
-            raise ServeError(f"metrics port {args.metrics_port}: {exc.strerror}") from None
+            raise ServeError(f"metrics port {config.metrics_port}: {exc.strerror}") from None
 
     loop = asyncio.get_running_loop()
     signals = 0
@@ -258,7 +260,7 @@ async def _serve(args: argparse.Namespace, models: ModelSpec, security: Security
     def on_signal(sig: signal.Signals) -> None:
         nonlocal signals
         signals += 1
-        grace = args.shutdown_grace if signals == 1 else 0  # a second signal: stop now
+        grace = config.shutdown_grace if signals == 1 else 0  # a second signal: stop now
         event(logging.INFO, "shutting_down", signal=sig.name, grace_s=grace)
         server.stop_soon(grace)
 
@@ -266,27 +268,27 @@ async def _serve(args: argparse.Namespace, models: ModelSpec, security: Security
         loop.add_signal_handler(sig, on_signal, sig)
 
     await server.start()
-    if args.exit_with_parent is not None:
-        exit_with_parent(args.exit_with_parent)
-    for host, what in ((args.host, "gRPC"), (args.metrics_host if args.metrics_port else None, "/metrics")):
+    if config.exit_with_parent is not None:
+        exit_with_parent(config.exit_with_parent)
+    for host, what in ((config.host, "gRPC"), (config.metrics_host if config.metrics_port else None, "/metrics")):
         if host is not None and security.credentials is None and not is_loopback(host):
             event(logging.WARNING, "insecure", host=host,
                   message=f"{what} in plaintext on a non-loopback address (--insecure): tokens "
                           "and data cross the network unencrypted")
     statuses = server.models.statuses()
-    event(logging.INFO, "serving", host=args.host, port=server.port,
+    event(logging.INFO, "serving", host=config.host, port=server.port,
           models={s.info.model: {"version": s.info.version, "env_id": s.info.env_id,
                                  "bundle_sha256": s.info.bundle_sha256,
                                  "memory_bytes": s.info.memory_bytes} for s in statuses.models},
-          default_model=statuses.default_model, poll_interval_s=args.poll_interval or None,
-          metrics_port=args.metrics_port or None, metrics_host=args.metrics_host,
-          metrics_token=security.metrics_tokens is not None, session_ttl_s=args.session_ttl,
-          max_sessions=args.max_sessions,
+          default_model=statuses.default_model, poll_interval_s=config.poll_interval or None,
+          metrics_port=config.metrics_port or None, metrics_host=config.metrics_host,
+          metrics_token=security.metrics_tokens is not None, session_ttl_s=config.session_ttl,
+          max_sessions=config.max_sessions,
           max_sessions_per_principal=server.store.per_principal,
-          batch_delay_us=args.batch_delay_us, max_message_bytes=MAX_MESSAGE_BYTES,
-          tls=security.credentials is not None, mutual_tls=args.tls_client_ca is not None,
-          tokens=args.auth_token_file is not None, admin=args.admin_token_file is not None,
-          reflection=args.reflection, replica_id=args.replica_id, **log_fields)
+          batch_delay_us=config.batch_delay_us, max_message_bytes=MAX_MESSAGE_BYTES,
+          tls=security.credentials is not None, mutual_tls=config.tls_client_ca is not None,
+          tokens=config.auth_token_file is not None, admin=config.admin_token_file is not None,
+          reflection=config.reflection, replica_id=config.replica_id, **log_fields)
     on_ready(server.port)
     await server.wait_for_termination()
     # grpc's tasks for the last calls may still be sending their final status: let them end
@@ -298,12 +300,12 @@ async def _serve(args: argparse.Namespace, models: ModelSpec, security: Security
     return 0
 
 
-def max_per_principal(args: argparse.Namespace) -> int | None:
+def max_per_principal(config: ServeConfig) -> int | None:
     """--max-sessions-per-principal; by default, when callers authenticate (tokens or client
     certificates), a quarter of --max-sessions, so no one caller can take every session; without
     authentication every caller is one principal and only --max-sessions applies."""
-    if args.max_sessions_per_principal is not None:
-        return args.max_sessions_per_principal
-    if args.auth_token_file is None and args.tls_client_ca is None:
+    if config.max_sessions_per_principal is not None:
+        return config.max_sessions_per_principal
+    if config.auth_token_file is None and config.tls_client_ca is None:
         return None
-    return max(1, args.max_sessions // DEFAULT_PRINCIPAL_SHARE)
+    return max(1, config.max_sessions // DEFAULT_PRINCIPAL_SHARE)

@@ -34,18 +34,20 @@ def draw_maze_episode(
     goal: np.ndarray | None = None,
     visited: np.ndarray | None = None,
     fell_at: int | None = None,
+    origin: tuple[float, float] = (0.0, 0.0),
 ) -> None:
     """Draw into ``ax``. ``edges`` [N(+1), N(+1)]: finite = an edge of the cut graph (landmark
     i -> j); ``landmark_to_goal`` [N]: solved steps to the goal (inf = unreachable; None: no
     goal, plain landmarks); ``trajectory`` [T+1, 2] achieved goals and ``subgoal_indices`` [T]
     (-1 = final goal); ``visited``: achieved goals from training, drawn faintly underneath;
-    ``fell_at``: the step after which the robot lay fallen, marked on the trajectory."""
+    ``fell_at``: the step after which the robot lay fallen, marked on the trajectory; ``origin``: the
+    maze's shift (`mazes.maze_origin`)."""
     from matplotlib import colormaps
     from matplotlib.collections import LineCollection
     from matplotlib.patches import Rectangle
 
-    x0, x1, y0, y1 = mazes.extent(layout, scaling)
-    for x, y, size in mazes.wall_rectangles(layout, scaling):
+    x0, x1, y0, y1 = mazes.extent(layout, scaling, origin)
+    for x, y, size in mazes.wall_rectangles(layout, scaling, origin):
         ax.add_patch(Rectangle((x, y), size, size, facecolor="0.25", edgecolor="none", zorder=1))
 
     # The graph: one segment per kept edge (both directions drawn once).
@@ -99,12 +101,13 @@ def draw_maze_episode(
 
 
 def plot_maze_episode(path: str | Path, layout: np.ndarray, scaling: float, *drawn: Any, title: str = "",
-                      fell_at: int | None = None) -> Path:
+                      fell_at: int | None = None, origin: tuple[float, float] = (0.0, 0.0)) -> Path:
     """`draw_maze_episode` (same arguments after ``scaling``) into a new figure, saved as a PNG."""
     plt = _pyplot()
-    x0, x1, y0, y1 = mazes.extent(layout, scaling)
-    fig, ax = plt.subplots(figsize=(x1 - x0 + 1.5, y1 - y0 + 1.6), dpi=100)
-    draw_maze_episode(ax, layout, scaling, *drawn, fell_at=fell_at)
+    x0, x1, y0, y1 = mazes.extent(layout, scaling, origin)
+    # Figure size in inches from the map's size in cells (1 m point mazes and 4 m ones alike).
+    fig, ax = plt.subplots(figsize=((x1 - x0) / scaling + 1.5, (y1 - y0) / scaling + 1.6), dpi=100)
+    draw_maze_episode(ax, layout, scaling, *drawn, fell_at=fell_at, origin=origin)
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
@@ -135,9 +138,10 @@ def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: 
              if value_fn is not None and n else np.full((n, n), np.inf))
     if mazes.is_maze(env_id):
         env = make_env(env_id)
-        layout, scaling = mazes.maze_map(env), mazes.maze_scaling(env)
+        layout, scaling, origin = mazes.maze_map(env), mazes.maze_scaling(env), mazes.maze_origin(env)
         env.close()
-        plot_maze_episode(path, layout, scaling, landmarks, edges, None, None, None, None, goals, title=title)
+        plot_maze_episode(path, layout, scaling, landmarks, edges, None, None, None, None, goals, title=title,
+                          origin=origin)
         return
     plt = _pyplot()
     from matplotlib.collections import LineCollection
@@ -174,14 +178,16 @@ def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: 
     plt.close(fig)
 
 
-def plot_learning_curve(history: list[dict], path: Path, title: str, planner_label: str = "L3P planner") -> None:
+def plot_learning_curve(history: list[dict], path: Path, title: str, planner_label: str = "L3P planner",
+                        x: str = "env_steps") -> None:
+    """Evaluation success over ``x`` (env steps online; optimizer steps for a run trained offline)."""
     plt = _pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     for key, label in (("success_policy", "policy π(s, g)"), ("success_l3p", planner_label)):
         rows = [r for r in history if r.get(key) is not None]  # cells not measured are absent
-        ax.plot([r["env_steps"] for r in rows], [r[key] for r in rows], marker=".", label=label)
-    ax.set_xlabel("env steps")
+        ax.plot([r[x] for r in rows], [r[key] for r in rows], marker=".", label=label)
+    ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel("eval success rate")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)

@@ -174,6 +174,7 @@ def _register_known_envs() -> None:
         return
     gym.register_envs(gymnasium_robotics)
     importlib.import_module("l3p.sim.box")
+    importlib.import_module("l3p.sim.ogbench_mazes")
 
 
 def _target(env_id: str, max_episode_steps: int | None) -> str | gym.envs.registration.EnvSpec:
@@ -336,6 +337,16 @@ def evaluation_env_id(env_id: str) -> str:
         return goal_adapter(env).eval_env_id or env_id
     finally:
         close_env(env)
+
+
+def task_options(env: gym.Env, episode: int) -> dict[str, int]:
+    """Reset options for episode ``episode`` of an env with fixed evaluation tasks (``num_tasks``,
+    ``reset(options={"task_id": k})``, as OGBench's): task ``episode mod num_tasks + 1``."""
+    n = getattr(env.unwrapped, "num_tasks", None)
+    if not n:
+        raise UnknownEnvError(f"{env.spec.id if env.spec else type(env.unwrapped).__name__} has no evaluation tasks "
+                              f"(num_tasks); use random or far start/goal pairs")
+    return {"task_id": episode % int(n) + 1}
 
 
 def env_spec(env: gym.Env) -> EnvSpec:

@@ -21,7 +21,8 @@ MIN_FAR_CELLS = 10
 
 
 def is_maze(env_id: str) -> bool:
-    return "Maze" in env_id
+    """gymnasium-robotics' ``PointMaze_*`` / ``AntMaze_*`` and OGBench's ``ogbench/pointmaze-*``."""
+    return "maze" in env_id.lower()
 
 
 def maze_map(env: Any) -> np.ndarray:
@@ -31,6 +32,12 @@ def maze_map(env: Any) -> np.ndarray:
 
 def maze_scaling(env: Any) -> float:
     return float(env.unwrapped.maze.maze_size_scaling)
+
+
+def maze_origin(env: Any) -> tuple[float, float]:
+    """Where the centred layout's (0, 0) lies in the env's coordinates (OGBench's mazes are shifted)."""
+    x, y = getattr(env.unwrapped.maze, "origin", (0.0, 0.0))
+    return float(x), float(y)
 
 
 def free_cells(layout: np.ndarray) -> list[Cell]:
@@ -75,22 +82,26 @@ def reset_options(pair: tuple[Cell, Cell]) -> dict[str, np.ndarray]:
     return {"reset_cell": np.array(start), "goal_cell": np.array(goal)}
 
 
-def cell_center(layout: np.ndarray, cell: Cell, scaling: float = 1.0) -> np.ndarray:
+def cell_center(layout: np.ndarray, cell: Cell, scaling: float = 1.0,
+                origin: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
     rows, cols = np.asarray(layout).shape
     r, c = cell
-    return np.array([(c - (cols - 1) / 2) * scaling, ((rows - 1) / 2 - r) * scaling])
+    return np.array([(c - (cols - 1) / 2) * scaling + origin[0], ((rows - 1) / 2 - r) * scaling + origin[1]])
 
 
-def extent(layout: np.ndarray, scaling: float = 1.0) -> tuple[float, float, float, float]:
+def extent(layout: np.ndarray, scaling: float = 1.0,
+           origin: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float, float, float]:
     """(x_min, x_max, y_min, y_max) of the whole map, outer walls included."""
     rows, cols = np.asarray(layout).shape
-    return (-cols / 2 * scaling, cols / 2 * scaling, -rows / 2 * scaling, rows / 2 * scaling)
+    x, y = origin
+    return (x - cols / 2 * scaling, x + cols / 2 * scaling, y - rows / 2 * scaling, y + rows / 2 * scaling)
 
 
-def wall_rectangles(layout: np.ndarray, scaling: float = 1.0) -> list[tuple[float, float, float]]:
+def wall_rectangles(layout: np.ndarray, scaling: float = 1.0,
+                    origin: tuple[float, float] = (0.0, 0.0)) -> list[tuple[float, float, float]]:
     """(x_left, y_bottom, size) of every wall cell, for drawing."""
     out = []
     for r, c in zip(*np.nonzero(np.asarray(layout) == 1)):
-        x, y = cell_center(layout, (int(r), int(c)), scaling)
+        x, y = cell_center(layout, (int(r), int(c)), scaling, origin)
         out.append((float(x - scaling / 2), float(y - scaling / 2), scaling))
     return out

@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from l3p.clients.runner import add_run_arguments, open_env
+from l3p.clients.run_config import RunConfig
+from l3p.clients.runner import open_env
+from l3p.core.commandline import parse_config
 from l3p.sim import mazes
 from l3p.sim.envs import VecGoalEnv, goal_adapter
 from l3p.sim.render import close_env
@@ -135,7 +137,7 @@ def test_reset_pins_the_ant_and_the_goal_in_their_cells(umaze, pair):
 
 
 def test_max_steps_sets_the_episode_length():
-    args = add_run_arguments(argparse.ArgumentParser()).parse_args([])
+    args = parse_config(RunConfig, [])
     assert (args.pairs, args.max_steps, args.min_cells) == (None, None, None)  # the model's own protocol
     for max_steps, expected in ((None, 700), (500, 500)):
         env = open_env(UMAZE, max_steps=max_steps)

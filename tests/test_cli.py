@@ -17,7 +17,7 @@ from l3p import cli
 from l3p.core.errors import INTERRUPTED, UNAVAILABLE, USAGE, L3PError
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ["train", "export", "serve", "run", "eval", "plot", "demo"]
+NAMES = ["train", "export", "keygen", "sign", "dataset", "serve", "run", "eval", "plot", "demo", "card", "ros2"]
 
 
 def l3p(*args: str, prelude: str = "") -> subprocess.CompletedProcess:
@@ -29,9 +29,10 @@ def test_the_table_names_every_command_once_with_an_extra_the_package_declares()
     assert [c.name for c in cli.COMMANDS] == NAMES
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for command in cli.COMMANDS:
-        assert command.help and set(command.extra.split(",")) <= set(extras), command
+        # "" is the base install (no extra): the command needs only the standard library and l3p.core
+        assert command.help and set(filter(None, command.extra.split(","))) <= set(extras), command
         module = cli.load(command)  # the dev install has every extra
-        assert callable(getattr(module, command.add_arguments)) and callable(getattr(module, command.run))
+        assert callable(cli.declared_options(command)) and callable(getattr(module, command.run))
 
 
 def test_help_lists_every_command_without_importing_any():
@@ -62,10 +63,10 @@ def test_each_command_help_in_the_dev_install(name, capsys):
 
 def test_python_dash_m_l3p_and_the_console_script_are_the_same_command():
     proc = subprocess.run([sys.executable, "-m", "l3p", "--help"], capture_output=True, text=True, timeout=120, cwd="/")
-    assert proc.returncode == 0 and "usage: l3p [-h] COMMAND ..." in proc.stdout
+    assert proc.returncode == 0 and "usage: l3p [-h] [--version] COMMAND ..." in proc.stdout
     script = Path(sys.executable).with_name("l3p")
     proc = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120, cwd="/")
-    assert proc.returncode == 0 and "usage: l3p [-h] COMMAND ..." in proc.stdout
+    assert proc.returncode == 0 and "usage: l3p [-h] [--version] COMMAND ..." in proc.stdout
     proc = subprocess.run([str(script), "bench", "serve"], capture_output=True, text=True, timeout=120, cwd="/")
     assert proc.returncode == USAGE and "invalid choice: 'bench'" in proc.stderr
 
@@ -83,7 +84,8 @@ sys.meta_path.insert(0, Hide())
 @pytest.mark.parametrize("argv, hidden, extra, module", [
     (["serve", "--port", "1", "--bundle", "x"], ["onnxruntime"], "serve", "onnxruntime"),
     (["run", "--episodes", "3", "--no-such-option"], ["gymnasium"], "sim", "gymnasium"),
-    (["demo", "--help"], ["onnxruntime", "gymnasium", "mujoco"], "serve,sim", "gymnasium|onnxruntime"),
+    (["demo", "--episodes", "1"], ["onnxruntime", "gymnasium", "mujoco"], "serve,sim", "gymnasium|onnxruntime"),
+    (["plot", "--bundle", "x"], ["grpc_health"], "serve,sim", "grpc_health"),  # the child server's extra
     (["train", "--env", "FetchReach-v4"], ["torch"], "train", "torch"),
 ])
 def test_a_missing_extra_is_one_line_naming_it_whatever_the_options(argv, hidden, extra, module):
@@ -95,6 +97,30 @@ def test_a_missing_extra_is_one_line_naming_it_whatever_the_options(argv, hidden
     assert re.fullmatch(rf"l3p {argv[0]}: error: needs the '{extra}' {noun} \(missing module '({module})'\): "
                         rf"pip install 'l3p-service\[{extra}\]'\n", proc.stderr), proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("name, hidden, extra, option", [
+    ("train", ["torch"], "train", "--resume RUN_DIR"),
+    ("export", ["torch"], "train", "--landmarks {centroids,gls}"),
+    ("serve", ["onnxruntime"], "serve", "--max-sessions N"),
+    ("run", ["gymnasium"], "sim", "--no-progress"),
+    ("eval", ["gymnasium"], "sim", "--modes MODE,..."),
+    ("plot", ["onnxruntime"], "serve,sim", "--landmarks-only"),
+    ("demo", ["gymnasium"], "serve,sim", "--no-progress"),
+])
+def test_help_lists_the_options_and_names_a_missing_extra(name, hidden, extra, option):
+    proc = l3p(name, "--help", prelude=HIDE.format(hidden=hidden))
+    assert proc.returncode == 0 and proc.stdout.startswith(f"usage: l3p {name} "), proc.stderr
+    assert option in proc.stdout
+    assert f"this install cannot run it: it needs the '{extra}' extra" in " ".join(proc.stdout.split())
+
+
+def test_version():
+    from importlib import metadata
+
+    proc = subprocess.run([sys.executable, "-m", "l3p", "--version"], capture_output=True, text=True, timeout=60,
+                          cwd="/")
+    assert (proc.returncode, proc.stdout) == (0, f"l3p-service {metadata.version('l3p-service')}\n")
 
 
 def test_other_commands_work_when_one_extra_is_missing():

@@ -49,7 +49,7 @@ def profiles(wheel, tmp_path_factory) -> dict[str, Path]:
     """A fresh venv (no system site-packages) per profile, each with the wheel and one extra."""
     root = tmp_path_factory.mktemp("venvs")
     venvs = {}
-    for profile, spec in (("base", ""), ("serve", "[serve]"), ("sim", "[sim]")):
+    for profile, spec in (("base", ""), ("serve", "[serve]"), ("sim", "[sim]"), ("plot", "[serve,sim]")):
         venv = root / profile
         proc = run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=root)
         assert proc.returncode == 0, proc.stderr
@@ -86,8 +86,11 @@ def test_the_base_install_is_the_robot_client(profiles, tmp_path):
     proc = run(bin_dir / "l3p", "serve", "--port", "1", "--bundle", "x", cwd=tmp_path)
     assert proc.returncode == 2 and re.fullmatch(HINT.format(command="serve", extra="serve"), proc.stderr), \
         proc.stderr
-    proc = run(bin_dir / "l3p", "run", "--help", cwd=tmp_path)
+    proc = run(bin_dir / "l3p", "run", "--episodes", "1", cwd=tmp_path)
     assert proc.returncode == 2 and re.fullmatch(HINT.format(command="run", extra="sim"), proc.stderr), proc.stderr
+    proc = run(bin_dir / "l3p", "run", "--help", cwd=tmp_path)  # the options, and what is missing
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: l3p run ") and "--episodes N" in proc.stdout
+    assert "this install cannot run it: it needs the 'sim' extra" in " ".join(proc.stdout.split())
     for cwd in (tmp_path, ROOT):  # the checkout root too: no folder there shadows the installed package
         proc = run(bin_dir / "python", "-c", "from l3p.clients.client import PlannerClient, Unavailable", cwd=cwd)
         assert proc.returncode == 0, proc.stderr
@@ -158,3 +161,14 @@ def test_the_editable_install_works_from_any_directory(cwd):
     proc = run(sys.executable, "-c", code, cwd=Path(cwd))
     assert proc.returncode == 0, proc.stderr
     assert Path(proc.stdout.strip()) == ROOT / "core" / "__init__.py"
+
+
+def test_l3p_plot_runs_from_the_checkout_root_with_the_extras_it_needs(profiles, tmp_path):
+    """A maze episode through a child server started from the checkout root: neither process
+    imports the root's folders (the installed package is the one that runs)."""
+    bin_dir = profiles["plot"]
+    out = tmp_path / "maze.png"
+    proc = run(bin_dir / "l3p", "plot", "--bundle", "models/PointMaze_Large-v3", "--out", out, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.match(rf"wrote {re.escape(str(out))} \((success|failure), \d+ steps", proc.stdout), proc.stdout
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -4,9 +4,12 @@ processes, real (untrained) bundles."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import os
 import queue
+import threading
 import shutil
 import subprocess
 import sys
@@ -24,7 +27,8 @@ from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.bundle import load_bundle
 from l3p.serving.local_server import LocalServer
-from l3p.serving.repository import scan
+from l3p.core.bundle_format import DEFAULT_MAX_FILE_BYTES
+from l3p.serving.repository import LoadJammedError, run_bounded, scan
 from test_server_e2e import free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,9 +106,12 @@ def test_scan_finds_every_models_newest_version(tmp_path):
     (root / "notes").mkdir()
     write_manifest(root / ".hidden")
     (root / "README.md").write_text("")
-    found = {name: (c.version, c.path) for name, c in scan(root).items()}
+    found = {name: (c.version, c.path) for name, c in scan(root).items() if not c.refusal}
     assert found == {"arm": ("", root / "arm"), "base": ("beta", root / "base" / "beta"),
                      "legs": ("10", root / "legs" / "10")}
+    # A bundle under a name that cannot be a model's is found, refused with why.
+    refused = {name: c.refusal for name, c in scan(root).items() if c.refusal}
+    assert list(refused) == [".hidden"] and "is not a model name" in refused[".hidden"]
 
 
 def test_models_are_listed_and_chosen_by_name_with_a_default(repo_server, push_bundle, untrained_bundle):
@@ -339,3 +346,164 @@ def test_a_repository_that_cannot_be_served_is_refused_in_one_line(tmp_path, unt
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("l3p serve: error: "), result.stderr
     assert message in lines[0]
+
+
+def reload(stub, admin) -> list[pb.ModelLoad]:
+    return list(stub.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT, metadata=admin[1]).loads)
+
+
+def server_events(server: LocalServer) -> list[dict]:
+    return [json.loads(line) for line in server.stderr_tail(100_000).splitlines()]
+
+
+def test_a_version_copied_manifest_first_is_loaded_once_its_graphs_land(repo_server, reach_v2, admin):
+    """A refused candidate is tried again once a file of it changes, not only its manifest: a
+    copy that lands the manifest first loads when the graphs follow (a new version of a served
+    model, and the first version of a new model)."""
+    stub = repo_server.stub
+    for model, version in (("reach", "60"), ("fresh", "1")):
+        directory = repo_server.root / model / version
+        directory.mkdir(parents=True)
+        shutil.copy(reach_v2 / "manifest.json", directory)
+        loads = reload(stub, admin)
+        assert [(load.model, load.version, load.loaded) for load in loads] == [(model, version, False)]
+        assert loads[0].error == (f"bundle {model}/{version}: actor.onnx is missing; tried again once a file of "
+                                  "it changes: at the next ReloadModels after that")
+        assert statuses(stub)[model].last_error == loads[0].error
+        assert reload(stub, admin) == []  # unchanged: not tried again
+        shutil.copy(reach_v2 / "actor.onnx", directory)
+        (directory / "distance.onnx").write_bytes((reach_v2 / "distance.onnx").read_bytes()[:100])  # mid-copy
+        loads = reload(stub, admin)
+        assert [(load.model, load.version, load.loaded) for load in loads] == [(model, version, False)]
+        assert f"{model}/{version}/distance.onnx: sha256" in loads[0].error
+        for graph in ("distance.onnx", "value.onnx", "landmarks.onnx"):
+            shutil.copy(reach_v2 / graph, directory)
+        loads = reload(stub, admin)
+        assert [(load.model, load.version, load.loaded) for load in loads] == [(model, version, True)]
+        status = statuses(stub)[model]
+        assert (status.loaded, status.info.version, status.last_error) == (True, version, "")
+        assert status.info.bundle_sha256 == load_bundle(reach_v2).sha256
+
+
+def test_reasons_clients_see_name_no_server_path(repo_server, untrained_bundle, admin):
+    """GetModelInfo, ListModels and ReloadModels name the model, version and file relative to the
+    repository; the server's log keeps the full path."""
+    stub = repo_server.stub
+    broken = repo_server.root / "broken" / "1"
+    shutil.copytree(untrained_bundle, broken)
+    (broken / "manifest.json").write_text("{not json")
+    loads = reload(stub, admin)
+    assert [(load.model, load.version, load.loaded) for load in loads] == [("broken", "1", False)]
+    with pytest.raises(grpc.RpcError) as error:
+        stub.GetModelInfo(pb.GetModelInfoRequest(model="broken"), timeout=TIMEOUT)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    assert error.value.details().startswith(
+        "model 'broken' is not served: it failed to load (broken/1/manifest.json: not readable JSON")
+    texts = [error.value.details(), statuses(stub)["broken"].last_error, loads[0].error]
+    for text in texts:
+        assert str(repo_server.root) not in text and str(repo_server.root.resolve()) not in text
+        assert "pytest-" not in text
+    logged = [e for e in server_events(repo_server) if e["event"] == "model_load_failed" and e["model"] == "broken"]
+    assert [e["bundle"] for e in logged] == [str(broken)]
+    shutil.rmtree(broken.parent)
+    assert reload(stub, admin) == []
+    assert "broken" not in statuses(stub)  # never served and gone: nothing left to report
+
+
+def test_a_graph_file_over_the_cap_is_refused_unread(repo_server, untrained_bundle, admin):
+    stub = repo_server.stub
+    serving = statuses(stub)["reach"].info.version
+    big = repo_server.root / "reach" / "70"
+    shutil.copytree(untrained_bundle, big)
+    with open(big / "actor.onnx", "r+b") as file:  # sparse: no disk, but a size no load should read
+        file.truncate(DEFAULT_MAX_FILE_BYTES + 1)
+    loads = reload(stub, admin)
+    assert [(load.model, load.version, load.loaded) for load in loads] == [("reach", "70", False)]
+    assert loads[0].error.startswith(f"reach/70/actor.onnx: {DEFAULT_MAX_FILE_BYTES + 1} bytes, over the cap of "
+                                     f"{DEFAULT_MAX_FILE_BYTES} bytes per file;")
+    assert statuses(stub)["reach"].info.version == serving
+    shutil.rmtree(big)
+    assert reload(stub, admin) == []
+    assert statuses(stub)["reach"].last_error == ""  # what was refused is gone
+
+
+def test_directories_that_cannot_be_model_names_are_listed_as_refused(repo_server, untrained_bundle, admin):
+    stub = repo_server.stub
+    odd = ["modèle", "a b", ".hidden", "-dash", "x" * 65]
+    for name in odd:
+        shutil.copytree(untrained_bundle, repo_server.root / name)
+    shutil.copytree(untrained_bundle, repo_server.root / "vers" / "v 1")  # a model whose only version is odd
+    shown = {ascii(name)[1:-1] for name in odd}
+    assert "mod\\xe8le" in shown
+    loads = reload(stub, admin)
+    assert sorted((load.model, load.loaded) for load in loads) == sorted((name, False) for name in shown | {"vers"})
+    listed = statuses(stub)
+    for name in shown:
+        assert not listed[name].loaded
+        assert listed[name].last_error == (f"directory '{name}' holds a bundle but is not a model name (1-64 of "
+                                           "A-Z a-z 0-9 _ . -, the first a letter or digit); rename it to serve it")
+    assert "no version directory of vers has a usable name ('v 1'" in listed["vers"].last_error
+    assert reload(stub, admin) == []
+    skipped = [e["model"] for e in server_events(repo_server) if e["event"] == "model_skipped"]
+    assert sorted(skipped) == sorted(shown | {"vers"})  # each logged once
+    for name in [*odd, "vers"]:
+        shutil.rmtree(repo_server.root / name)
+    reload(stub, admin)
+    assert not (shown | {"vers"}) & set(statuses(stub))
+
+
+def test_a_fifo_in_a_version_jams_neither_the_loader_nor_shutdown(tmp_path, untrained_bundle, reach_v2, admin):
+    root = tmp_path / "models"
+    shutil.copytree(untrained_bundle, root / "reach" / "1")
+    cap = max((untrained_bundle / f"{graph}.onnx").stat().st_size for graph in ("actor", "distance", "value"))
+    args = ["--poll-interval", "0", "--admin-token-file", str(admin[0]), "--shutdown-grace", "2",
+            "--max-file-bytes", str(cap)]
+    server = LocalServer(models=root, extra_args=args, stderr_lines=100_000)
+    with server, grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        candidate = root / "reach" / "2"
+        shutil.copytree(untrained_bundle, candidate)
+        (candidate / "actor.onnx").unlink()
+        os.mkfifo(candidate / "actor.onnx")
+        loads = reload(stub, admin)
+        assert [(load.model, load.version, load.loaded) for load in loads] == [("reach", "2", False)]
+        assert loads[0].error.startswith("reach/2/actor.onnx: a FIFO, not a regular file; refusing to read it")
+        assert reload(stub, admin) == []  # the loader is free; the same candidate is not tried again
+        (candidate / "actor.onnx").unlink()
+        shutil.copy(untrained_bundle / "actor.onnx", candidate)
+        assert [(load.version, load.loaded) for load in reload(stub, admin)] == [("2", True)]
+
+        # The per-file cap is the server's option.
+        over = root / "reach" / "3"
+        shutil.copytree(untrained_bundle, over)
+        with open(over / "value.onnx", "ab") as file:
+            file.write(b"\0" * (cap + 1 - (over / "value.onnx").stat().st_size))
+        loads = reload(stub, admin)
+        assert loads[0].error.startswith(f"reach/3/value.onnx: {cap + 1} bytes, over the cap of {cap} bytes")
+
+        # A FIFO left in the repository at shutdown: the server still ends within its grace.
+        os.mkfifo(root / "reach" / "4")
+        fifo_version = root / "reach" / "5"
+        shutil.copytree(untrained_bundle, fifo_version)
+        (fifo_version / "landmarks.onnx").unlink()
+        os.mkfifo(fifo_version / "landmarks.onnx")
+        assert [(load.version, load.loaded) for load in reload(stub, admin)] == [("5", False)]
+        assert statuses(stub)["reach"].info.version == "2"
+        server.proc.terminate()
+        assert server.proc.wait(timeout=60) == 0  # ended by itself, not killed
+    assert any(e["event"] == "stopped" for e in server_events(server))
+
+
+def test_a_load_that_outlasts_its_timeout_is_reported_jammed_and_disposed_of_later():
+    release = threading.Event()
+    late: list = []
+
+    async def main() -> str:
+        with pytest.raises(LoadJammedError, match=r"^loading reach/9 took longer than 0.2 s \(--load-timeout\) "
+                                                  r"and was abandoned"):
+            await run_bounded(lambda: release.wait(60) and "version 9", 0.2, "loading reach/9", on_late=late.append)
+        release.set()
+        return await run_bounded(lambda: "next", 60, "loading reach/10")  # not held up behind it
+
+    assert asyncio.run(main()) == "next"
+    wait_until(lambda: late == ["version 9"], "the abandoned load's result to be disposed of")

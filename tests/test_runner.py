@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
@@ -16,8 +15,10 @@ import pytest
 import l3p.demo as demo_mod
 from l3p.serving.repository import scan
 from l3p import cli
-from l3p.clients.evaluate import parse_modes, wilson_interval
-from l3p.clients.runner import add_run_arguments, run
+from l3p.clients.evaluate import wilson_interval
+from l3p.clients.run_config import RunConfig, parse_modes
+from l3p.clients.runner import run
+from l3p.core.commandline import parse_config
 from l3p.core.errors import UNAVAILABLE, USAGE
 from l3p.serving.local_server import LocalServer
 from server_proc import serve
@@ -31,8 +32,8 @@ def server(push_bundle):
         yield f"127.0.0.1:{port}"
 
 
-def run_args(*argv: str) -> argparse.Namespace:
-    return add_run_arguments(argparse.ArgumentParser()).parse_args(list(argv))
+def run_args(*argv: str) -> RunConfig:
+    return parse_config(RunConfig, list(argv))
 
 
 def l3p(capsys, *argv: str) -> tuple[int, str, str]:
@@ -71,8 +72,8 @@ def test_wilson_interval_on_known_counts():
 
 
 def test_parse_modes():
-    assert parse_modes("l3p, policy") == ["l3p", "policy"]
-    with pytest.raises(argparse.ArgumentTypeError, match="l3p"):
+    assert parse_modes("l3p, policy") == ("l3p", "policy")
+    with pytest.raises(ValueError, match="l3p"):
         parse_modes("l3p,greedy")
 
 
@@ -105,7 +106,7 @@ def test_runner_refuses_another_env(server, capsys):
 
 def test_runner_reports_an_unreachable_server(monkeypatch, capsys):
     # The default retry policy waits ~10 s for a restart; nobody listens on port 1.
-    import l3p.clients.runner as runner_mod
+    import l3p.clients.connection as runner_mod
     from l3p.clients.client import PlannerClient
 
     monkeypatch.setattr(runner_mod, "PlannerClient",

@@ -33,7 +33,7 @@ from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.bundle import load_bundle
 from l3p.serving.logs import LOG_BURST, LOG_PER_S
-from l3p.serving.security import MISSING_TOKEN, WRONG_TOKEN, TokenFileError, TokenTable, bearer_token
+from l3p.serving.security import MISSING_TOKEN, NOT_ADMIN, WRONG_TOKEN, TokenFileError, TokenTable, bearer_token
 from test_server_e2e import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -306,6 +306,28 @@ def test_under_mutual_tls_a_session_belongs_to_the_certificate(mtls_server, tls_
 
 
 # ------------------------------------------------------------------ per-principal session limit
+
+
+def test_a_valid_token_without_the_admin_right_is_permission_denied(untrained_bundle, token_file, tmp_path):
+    """UNAUTHENTICATED only for a missing or unknown token; a robot's valid token on an
+    operator's call is an authenticated caller without the right: PERMISSION_DENIED."""
+    admin_token = secrets.token_hex(16)
+    admin = tmp_path / "admin.txt"
+    admin.write_text(f"operator:{admin_token}\n")
+    args = ["--auth-token-file", str(token_file[0]), "--admin-token-file", str(admin)]
+    with LocalServer(untrained_bundle, extra_args=args, stderr_lines=1000) as server, \
+            grpc.insecure_channel(server.target) as plain:
+        stub = pb_grpc.PlannerStub(plain)
+        robot = bearer(token_file[1]["robot-a"])
+        assert code_of(stub.ReloadModels, pb.ReloadModelsRequest(), metadata=robot) == (
+            grpc.StatusCode.PERMISSION_DENIED, NOT_ADMIN.format(method="ReloadModels"))
+        for metadata, message in (((), MISSING_TOKEN), (bearer("not-a-token-at-all-00"), WRONG_TOKEN)):
+            assert code_of(stub.ReloadModels, pb.ReloadModelsRequest(), metadata=metadata) == (
+                grpc.StatusCode.UNAUTHENTICATED, message)
+        assert list(stub.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT, metadata=bearer(admin_token)).loads) == []
+        assert stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=TIMEOUT, metadata=robot).env_id
+        refused = [e for e in server_events(server) if e["event"] == "request_refused"]
+        assert [e["code"] for e in refused] == ["PERMISSION_DENIED", "UNAUTHENTICATED", "UNAUTHENTICATED"]
 
 
 def test_one_principal_cannot_take_every_session(untrained_bundle, token_file):

@@ -5,7 +5,6 @@ End-to-end tests against the real server process are in test_server_e2e.py.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import hashlib
@@ -24,7 +23,8 @@ import pytest
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.core import EPISODE_OPTIONS, PlannerConfig
-from l3p.serving.args import DEFAULT_BATCH_DELAY_US, add_serve_arguments
+from l3p.core.commandline import ConfigError, parse_config
+from l3p.serving.config import DEFAULT_BATCH_DELAY_US, ServeConfig
 from l3p.serving.bundle import BundleError, bundle_digest, load_bundle, session_options
 from l3p.serving.logs import JsonFormatter, RateLimit
 from l3p.serving.mapping import episode_config
@@ -404,16 +404,16 @@ def test_json_log_lines():
 
 
 def test_serve_arguments():
-    parser = argparse.ArgumentParser()
-    add_serve_arguments(parser)
-    args = parser.parse_args(["--bundle", "b"])
-    assert (args.host, args.port, args.session_ttl, args.max_sessions, args.batch_delay_us) == (
+    """The command line is read into a ServeConfig with the defaults it declares once; bad values
+    are usage errors naming the option."""
+    config = parse_config(ServeConfig, ["--bundle", "b"])
+    assert (config.host, config.port, config.session_ttl, config.max_sessions, config.batch_delay_us) == (
         "127.0.0.1", 50051, 300.0, 1024, DEFAULT_BATCH_DELAY_US,
     )
-    assert args.metrics_port == 0 and args.bundle == Path("b")
+    assert config.metrics_port == 0 and config.bundle == Path("b") and config.model_sha256 == ()
     for bad in (["--port", "70000"], ["--max-sessions", "0"], ["--session-ttl", "-1"],
                 ["--batch-delay-us", "-5"]):
         with pytest.raises(SystemExit):
-            parser.parse_args(["--bundle", "b", *bad])
-    with pytest.raises(SystemExit):
-        parser.parse_args([])  # --bundle is required
+            parse_config(ServeConfig, ["--bundle", "b", *bad])
+    with pytest.raises(ConfigError, match="give --models DIR or --bundle DIR"):
+        parse_config(ServeConfig, [])

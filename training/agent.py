@@ -125,9 +125,8 @@ class L3PAgent:
         cfg = self.cfg
         if self.device.type != "cpu":
             return self._update_on_device(b, clusters)
-        t = {k: torch.as_tensor(v) for k, v in vars(b).items()}
-        loss_c = losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
-                                    t["reward"], t["obs_next"], t["failed"], cfg.gamma, cfg.clip_return)
+        t = {k: torch.as_tensor(v) for k, v in vars(b).items() if v is not None}
+        loss_c = self._critic_loss(t)
         _step(self.opt_critic, loss_c, self.cfg.grad_norm_clip)
         v_target = losses.value_target(self.critic, t["obs"], t["goal"], t["action"])  # D after its step
         clusters = clusters if self.clusters_ready and clusters is not None else ClusterWork()
@@ -140,10 +139,27 @@ class L3PAgent:
             out = {}
         else:
             out = self._landmark_step(t, v_target, clusters)
-        loss_a = losses.actor_loss(self.actor, self.critic, t["obs"], t["goal"], cfg.gamma, cfg.action_l2)
+        loss_a = self._actor_loss(t)
         _step(self.opt_actor, loss_a, self.cfg.grad_norm_clip)
         self.optimizer_steps += 1
         return {"loss_critic": loss_c.item(), "loss_actor": loss_a.item(), **out}
+
+    def _critic_loss(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Online: bootstrap through the target actor. Offline (a dataset): only through recorded actions."""
+        cfg = self.cfg
+        if cfg.dataset is None:
+            return losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
+                                      t["reward"], t["obs_next"], t["failed"], cfg.gamma, cfg.clip_return)
+        return losses.offline_critic_loss(self.critic, self.critic_targ, t["obs"], t["goal"], t["action"], t["reward"],
+                                          t["obs_next"], t["action_next"], t["failed"], cfg.gamma, cfg.clip_return,
+                                          cfg.expectile)
+
+    def _actor_loss(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        cfg = self.cfg
+        if cfg.dataset is None:
+            return losses.actor_loss(self.actor, self.critic, t["obs"], t["goal"], cfg.gamma, cfg.action_l2)
+        return losses.offline_actor_loss(self.actor, self.critic, t["obs"], t["goal"], t["action"], t["bc_mask"],
+                                         cfg.gamma, cfg.bc_alpha)
 
     def _landmark_step(self, t: dict[str, torch.Tensor], v_target: torch.Tensor, clusters: ClusterWork) -> dict:
         loss_v, loss_ae = self._value_and_ae_steps(t, v_target)
@@ -174,7 +190,7 @@ class L3PAgent:
     def _update_on_device(self, b: Batch, clusters: ClusterWork | None) -> dict[str, float]:
         """The GPU step: the fixed-shape part as one graph replay (or eagerly), then the cluster
         part (its GLS refresh runs on the host). Losses stay on the device until ``drain``."""
-        t = self._upload({k: v for k, v in vars(b).items()})
+        t = self._upload({k: v for k, v in vars(b).items() if v is not None})
         fixed = self._graphed(t) if self._graphed is not None else self._device_step(t)
         clusters = clusters if self.clusters_ready and clusters is not None else ClusterWork()
         loss_clusters = self._cluster_step(clusters)
@@ -186,12 +202,11 @@ class L3PAgent:
         """Critic, V, autoencoder and actor steps; their losses stacked (the halves touch disjoint
         parameters, so running V and the AE before the actor changes no result)."""
         cfg = self.cfg
-        loss_c = losses.critic_loss(self.critic, self.critic_targ, self.actor_targ, t["obs"], t["goal"], t["action"],
-                                    t["reward"], t["obs_next"], t["failed"], cfg.gamma, cfg.clip_return)
+        loss_c = self._critic_loss(t)
         _step(self.opt_critic, loss_c, cfg.grad_norm_clip)
         v_target = losses.value_target(self.critic, t["obs"], t["goal"], t["action"])
         loss_v, loss_ae = self._value_and_ae_steps(t, v_target)
-        loss_a = losses.actor_loss(self.actor, self.critic, t["obs"], t["goal"], cfg.gamma, cfg.action_l2)
+        loss_a = self._actor_loss(t)
         _step(self.opt_actor, loss_a, cfg.grad_norm_clip)
         return torch.stack([loss_c, loss_a, loss_v, loss_ae]).detach()
 

@@ -19,13 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from l3p.core.bundle_format import bundle_digest, planner_defaults, read_manifest
+from l3p.core.commandline import read_config_file
+from l3p.core.dataset import load_dataset
 from l3p.core.errors import INTERRUPTED, L3PError
-from l3p.core.names import OPTIONS
 from l3p.core.overrides import parse_overrides
 from l3p.sim.draw import plot_landmarks
 from l3p.training.agent import L3PAgent
-from l3p.training.config import PLACEMENT_KEYS, PLANNER_KEYS, TrainConfig, preset
+from l3p.training.arguments import add_export_arguments, add_train_arguments  # noqa: F401
+from l3p.training.config import TrainConfig, preset
 from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
+from l3p.training.offline import OfflineTrainer
 from l3p.training.trainer import CHECKPOINT, REPLAY, SNAPSHOTS, Trainer, load_checkpoint, run_provenance
 
 
@@ -35,56 +38,45 @@ class TrainArgumentError(L3PError):
 
 # ----------------------------------------------------------------------------------------- train
 
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Train actor, distance critic, value, autoencoder and latent landmarks. Writes "
-                          "config.json, progress.csv, learning_curve.png, checkpoints and, at the end, an ONNX "
-                          "bundle (RUN_DIR/bundle unless --export).")
-    parser.add_argument("--env", help="goal env: a registered id (FetchReach-v4, FetchPush-v4, PointMaze_UMaze-v3, "
-                                      "...) or package.module:EnvClass")
-    parser.add_argument("--out", help="run directory (default runs/ENV_ID)")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
-    parser.add_argument("--steps", type=int,
-                        help="total env steps (overrides the preset; with --resume, extends the run)")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a training config field (value as JSON; repeatable). The planner options "
-                             f"({', '.join(PLANNER_KEYS)}) set the training-time planner, e.g. --set d_max=30. "
-                             "device=cpu|cuda|auto, collectors=N, collector=process|ray set where it runs; "
-                             f"with --resume only those ({', '.join(PLACEMENT_KEYS)}) may change")
-    parser.add_argument("--ray-address", help="with --set collector=ray: the Ray cluster to join (e.g. auto, "
-                                              "ray://head:10001); default: start a local one")
-    parser.add_argument("--export", metavar="BUNDLE_DIR", help="where to write the final bundle")
-    parser.add_argument("--force", action="store_true", help="start over even if the run directory holds a run")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
-
-
 def run_train(args: argparse.Namespace) -> int:
     if args.resume:
         placement = parse_overrides(args.set, "--set")
         if args.ray_address:
             placement["ray_address"] = args.ray_address
+        offline = load_checkpoint(Path(args.resume))["config"].get("dataset") is not None
         try:
-            trainer = Trainer.resume(Path(args.resume), total_env_steps=args.steps, placement=placement)
+            if offline:
+                trainer = OfflineTrainer.resume(Path(args.resume), offline_updates=args.steps, placement=placement)
+            else:
+                trainer = Trainer.resume(Path(args.resume), total_env_steps=args.steps, placement=placement)
         except (TypeError, ValueError) as exc:
             raise TrainArgumentError(f"bad --set: {exc}") from None
         _check_placement(args, trainer.cfg)
-        print(f"resuming {args.resume} at {trainer.progress.env_steps} env steps", file=sys.stderr)
+        at = (f"{trainer.agent.optimizer_steps} optimizer steps" if offline
+              else f"{trainer.progress.env_steps} env steps")
+        print(f"resuming {args.resume} at {at}", file=sys.stderr)
     else:
         cfg = train_config(args)
         _check_placement(args, cfg)
         run_dir = Path(args.out or f"runs/{cfg.env_id}")
         if (run_dir / CHECKPOINT).exists() and not args.force:
             raise TrainArgumentError(f"{run_dir} already holds a run; use --resume {run_dir} or --force to start over")
-        command = _command_line("train", [], [("--env", args.env), ("--out", args.out), ("--steps", args.steps),
+        command = _command_line("train", [], [("--config", args.config), ("--env", args.env), ("--dataset", args.dataset), ("--out", args.out),
+                                              ("--steps", args.steps),
                                               ("--seed", args.seed), ("--set", args.set),
                                               ("--ray-address", args.ray_address), ("--export", args.export),
                                               ("--force", args.force)])
-        trainer = Trainer(cfg, run_dir, command)  # an unknown env id raises UnknownEnvError here
+        if cfg.dataset is not None:
+            trainer = OfflineTrainer(cfg, run_dir, command)  # a bad dataset raises DatasetError here
+        else:
+            trainer = Trainer(cfg, run_dir, command)  # an unknown env id raises UnknownEnvError here
     with _stop_on_signals() as stop:
         progress = trainer.train(show_progress=not args.no_progress, stop=stop)
     if stop.is_set():
         run = trainer.run_dir
-        print(f"stopped at {progress.env_steps} env steps; checkpoint saved in {run}\n"
+        at = (f"{trainer.agent.optimizer_steps} optimizer steps" if trainer.cfg.dataset is not None
+              else f"{progress.env_steps} env steps")
+        print(f"stopped at {at}; checkpoint saved in {run}\n"
               f"  continue: l3p train --resume {run}\n  export:   l3p export {run} BUNDLE_DIR", file=sys.stderr)
         return INTERRUPTED
     bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"
@@ -111,20 +103,40 @@ def _check_placement(args: argparse.Namespace, cfg: TrainConfig) -> None:
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    """The env's preset with ``--set``, ``--steps`` and ``--seed`` applied."""
-    if not args.env:
-        raise TrainArgumentError("give --env ENV_ID (or --resume RUN_DIR)")
+    """The env's preset with ``--set``, ``--steps`` and ``--seed`` applied; with ``--dataset``, the
+    dataset's env (``--env`` may name it too) and the offline budget."""
+    from_file = _config_file(args.config) if args.config else {}
+    env = args.env or from_file.get("env_id")
+    if args.dataset:
+        recorded = load_dataset(args.dataset).env_id
+        if env and env != recorded:
+            raise TrainArgumentError(f"--env {env} but the dataset was recorded on {recorded}")
+        env = recorded
+    if not env:
+        raise TrainArgumentError("give --env ENV_ID or --dataset FILE (or --resume RUN_DIR)")
+    base = {**preset(env).to_dict(), **from_file, "env_id": env}
+    try:
+        TrainConfig.from_dict(base)
+    except (TypeError, ValueError) as exc:
+        raise TrainArgumentError(f"config file {args.config}: {exc}") from None
     overrides = parse_overrides(args.set, "--set")
+    if args.dataset:
+        overrides["dataset"] = str(args.dataset)
     if args.steps is not None:
-        overrides["total_env_steps"] = args.steps
+        overrides["offline_updates" if args.dataset else "total_env_steps"] = args.steps
     if args.seed is not None:
         overrides["seed"] = args.seed
     if args.ray_address:
         overrides["ray_address"] = args.ray_address
     try:
-        return TrainConfig.from_dict({**preset(args.env).to_dict(), **overrides})
+        return TrainConfig.from_dict({**base, **overrides})
     except (TypeError, ValueError) as exc:
         raise TrainArgumentError(f"bad --set: {exc}") from None
+
+
+def _config_file(path: str) -> dict:
+    """A training config file's keys (TOML or JSON; a run's config.json is one)."""
+    return read_config_file(Path(path))
 
 
 @contextlib.contextmanager
@@ -149,19 +161,6 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 
 # ---------------------------------------------------------------------------------------- export
 
-def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="run directory (its last checkpoint), or a file: its checkpoint.pt or "
-                                           "one of its snapshots/ (the weights of one evaluation, named by env steps)")
-    parser.add_argument("out_dir", help="bundle directory to create")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing bundle directory")
-    options = "; ".join(f"{name}: {option.help}" for name, option in OPTIONS.items())
-    parser.add_argument("--planner", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"a served planner default (repeatable), e.g. local_horizon=30. {options}")
-    parser.add_argument("--landmarks", choices=("centroids", "gls"), default="centroids",
-                        help="graph nodes: the decoded cluster centroids (L3P, default) or GLS-spread achieved "
-                             "goals from the run's replay (states the robot has visited)")
-
-
 def run_export(args: argparse.Namespace) -> int:
     source = Path(args.checkpoint)
     run_dir = source if source.is_dir() else source.parent
@@ -175,20 +174,27 @@ def run_export(args: argparse.Namespace) -> int:
     provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
                   "export_command": command, "source_checkpoint": str(source)}
     landmarks = None
-    if args.landmarks == "gls":
-        try:
-            with np.load(run_dir / REPLAY) as replay:
-                goals = replay["ag"].reshape(-1, agent.spec.goal_dim)
-        except (OSError, ValueError, KeyError) as exc:
-            raise ExportError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}): {exc}") from None
+    kind = args.landmarks
+    if kind == "centroids" and not agent.clusters_ready:
+        # A run stopped before planning started has no centroids; its replay's goals still make a
+        # servable graph, as at the end of a short `l3p train`.
+        print(f"{source}: the run has no landmark centroids yet (planning starts after "
+              f"{agent.cfg.planning_start_episodes} episodes): exporting GLS-spread replay goals instead "
+              f"(as --landmarks gls)", file=sys.stderr)
+        kind = "gls"
+    if kind == "gls":
+        goals = run_goals(run_dir, agent.cfg)
+        if goals is None:
+            raise ExportError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}) or its dataset")
         sample = goals[np.random.default_rng(0).integers(0, len(goals), 10 * agent.cfg.gls_sample)]
         landmarks = gls_landmarks(agent, sample)
         provenance["landmarks"] = (f"GLS: {len(landmarks)} replay achieved goals spread in the learned latent "
                                    f"space (from {len(sample)} sampled), not decoded centroids")
     bundle_dir = export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
-                               planner_overrides=planner_overrides, landmarks=landmarks)
+                               planner_overrides=planner_overrides, landmarks=landmarks, sign_key=args.sign_key)
     _add_plots(run_dir, bundle_dir, agent, landmarks)
-    print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
+    signed = f", signed with {args.sign_key}" if args.sign_key else ""
+    print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)}{signed})")
     return 0
 
 
@@ -201,16 +207,27 @@ def _add_plots(run_dir: Path, bundle_dir: Path, agent: L3PAgent, landmarks: np.n
     for name in ("learning_curve.png", "progress.csv"):
         if (run_dir / name).is_file():
             shutil.copy(run_dir / name, bundle_dir / name)
-    if not (run_dir / REPLAY).is_file():
+    goals = run_goals(run_dir, agent.cfg)
+    if goals is None:
         return
-    with np.load(run_dir / REPLAY) as replay:
-        goals = replay["ag"].reshape(-1, landmarks.shape[1])
     sample = goals[np.random.default_rng(0).integers(0, len(goals), 2000)]
     served = planner_defaults(read_manifest(bundle_dir))
     env_id = agent.cfg.env_id
     plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png",
                    f"{env_id}: {len(landmarks)} landmarks (served d_max {served.d_max:g})",
                    env_id, agent.value_fn, served.d_max, served.adaptive_cut)
+
+
+def run_goals(run_dir: Path, cfg: TrainConfig) -> np.ndarray | None:
+    """Achieved goals the run learned from: its replay (online), or its dataset (offline); None if
+    neither is there any more."""
+    try:
+        if cfg.dataset is not None:
+            return load_dataset(cfg.dataset, check_digest=False).achieved_goals
+        with np.load(run_dir / REPLAY) as replay:
+            return replay["ag"].reshape(-1, replay["ag"].shape[-1])
+    except (OSError, ValueError, KeyError, L3PError):
+        return None
 
 
 def _digest(bundle_dir: Path) -> str:

@@ -20,6 +20,9 @@ from l3p.core.config import PlannerConfig
 COLLECTORS = ("inline", "process", "ray")
 """Where episodes are collected: in the learner's process, in worker processes, in Ray actors."""
 
+EVAL_PAIRS = ("random", "far", "tasks")
+"""How evaluation episodes pick start and goal (see ``TrainConfig.eval_pairs``)."""
+
 PLACEMENT_KEYS = ("device", "cuda_graph", "collector", "collectors", "max_staleness", "ray_address",
                   "torch_threads", "overlap_updates")
 """Where and how a run executes, not what it learns: a resumed run may change them (a run started
@@ -116,6 +119,18 @@ class TrainConfig:
     plan_eps: float = 0.5              # fraction of episodes collected with the planner
     extra_landmarks: int = 20          # GLS replay goals added as temporary nodes at train time
 
+    # --- offline: learn from a recorded dataset (core/dataset.py) instead of env steps ---
+    # The dataset file; set, training takes no env step and starts no collector (evaluation still
+    # runs episodes in the env). The critic bootstraps only through recorded actions (expectile
+    # regression), the actor is behaviour-regularized; V, the latent space, the landmarks and the
+    # bundle are as online (training/offline.py).
+    dataset: str | None = None
+    offline_updates: int = 300_000      # the budget: optimizer steps (updates_per_cycle make one cycle)
+    expectile: float = 0.9              # the critic's expectile over recorded continuations (0.5 = mean)
+    bc_alpha: float = 2.5               # actor: maximize (bc_alpha / mean|Q|)·Q minus the distance to the data's action
+    random_goal_p: float = 0.2          # offline critic goals drawn from anywhere in the data (they teach what is far)
+    landmarks_after_updates: int = 20_000  # clusters start once the latent space has trained this long
+
     # --- the planner: training's planned episodes and evaluation use it; the bundle serves it ---
     # (its prune_failed is served and evaluated with; training's own planned episodes follow
     # Algorithm 1 without it, and sample their subgoals).
@@ -125,7 +140,8 @@ class TrainConfig:
     eval_every_cycles: int = 25
     eval_episodes: int = 20
     # "random": the env's own start/goal distribution; "far": maze start/goal cells >= eval_min_cells
-    # apart by BFS (sim/mazes.py), the paper's maze test.
+    # apart by BFS (sim/mazes.py), the paper's maze test; "tasks": the env's fixed evaluation tasks
+    # (OGBench's five), episode i on task i mod 5 + 1.
     eval_pairs: str = "random"
     eval_min_cells: int = 10
     eval_max_steps: int | None = None  # evaluation episode length; None = the env's own limit
@@ -142,8 +158,15 @@ class TrainConfig:
             raise ValueError(f"max_staleness must be >= 0, got {self.max_staleness!r}")
         if not (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:")):
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
-        if self.eval_pairs not in ("random", "far"):
-            raise ValueError(f"eval_pairs must be 'random' or 'far', got {self.eval_pairs!r}")
+        if self.eval_pairs not in EVAL_PAIRS:
+            raise ValueError(f"eval_pairs must be one of {', '.join(EVAL_PAIRS)}, got {self.eval_pairs!r}")
+        if not 0.5 <= self.expectile < 1.0:
+            raise ValueError(f"expectile must be in [0.5, 1), got {self.expectile!r}")
+        if not self.bc_alpha > 0:
+            raise ValueError(f"bc_alpha must be > 0, got {self.bc_alpha!r}")
+        if not 0.0 <= self.random_goal_p <= 1.0 - (self.relabel_p if self.dataset is not None else 0.0):
+            raise ValueError(f"random_goal_p must be >= 0 with relabel_p + random_goal_p <= 1, got "
+                             f"{self.random_goal_p!r} (relabel_p {self.relabel_p!r})")
         if self.max_episode_steps is not None and self.max_episode_steps < 2:
             raise ValueError(f"max_episode_steps must be >= 2 or null, got {self.max_episode_steps!r}")
         if self.eval_max_steps is not None and self.eval_max_steps < 1:
@@ -195,38 +218,26 @@ class TrainConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
 
-# Per-environment presets. FetchReach is solved by the policy alone in one short run; Push and
-# PickAndPlace need far more data, so their presets use more lockstep envs and a larger batch.
-# The defaults above keep the single-worker HER baseline's action_l2 1.0, noise 0.2 / random 0.3
-# and Polyak 0.95 once per cycle (the authors: 0.01, 0.1 / 0.2, 0.995 every 10 updates): the
-# shipped FetchPush and FetchPickAndPlace models were trained with them. Measured against them
-# so far: the maze (see its preset: a large action penalty and per-cycle targets stalled learning
-# there); on Push, the planning schedule and envs per cycle (see its preset), not these.
+# Per-environment presets; each shipped model's card (models/NAME/README.md) says how its preset
+# was measured. The defaults above keep the single-worker HER baseline's action_l2 1.0, noise 0.2 /
+# random 0.3 and Polyak 0.95 once per cycle (the authors: 0.01, 0.1 / 0.2, 0.995 every 10 updates),
+# with which the shipped FetchPush and FetchPickAndPlace models were trained.
 PRESETS: dict[str, TrainConfig] = {
     "FetchReach-v4": TrainConfig(
         env_id="FetchReach-v4", total_env_steps=12_000, n_envs=2, warmup_episodes=10,
         updates_per_cycle=40, n_landmarks=20, planning_start_episodes=40, eval_every_cycles=20,
         checkpoint_every_cycles=20, gls_sample=1000, buffer_episodes=2_000,
     ),
-    # Push: many episodes per cycle and few large-batch updates, the regime of multi-worker HER
-    # (which learns Push) rather than the single-worker one (which stalls at the trivial rate).
-    # Planning on 20 % of the episodes after 8 000 (the authors' Fetch values), not on half of them
-    # after 2 000: planned episodes are noise-free, and early on they took half the exploration
-    # away. Measured with benchmarks/time_to_success.py (same trainer, seed 0, policy success on
-    # the same 50 eval episodes): with 0.2 after 8 000, 0.5 / 0.9 / 0.95 first at 520 k / 620 k /
-    # 740 k env steps (24.6 / 29.8 / 35.8 min); with 0.5 after 2 000, 0.34 at 660 k, no threshold
-    # in 45 min. 32 envs per cycle (same 40 updates: half the updates per env step) ran 1.8x the env
-    # steps/s but learned less per step: 0.5 / 0.9 / 0.95 first at 1.00 M / 1.28 M / 1.32 M env
-    # steps (26.8 / 34.7 / 35.9 min), so 16 stays.
+    # Push: many episodes per cycle and few large-batch updates (the regime of multi-worker HER,
+    # which learns Push); planning on 20 % of the episodes after 8 000 (the authors' Fetch values):
+    # planned episodes are noise-free, and planning earlier took exploration away. Measured:
+    # models/FetchPush-v4/README.md, docs/results/training.md.
     "FetchPush-v4": TrainConfig(
         env_id="FetchPush-v4", total_env_steps=1_500_000, n_envs=16, updates_per_cycle=40, batch_size=1024,
         buffer_episodes=40_000, planning_start_episodes=8_000, plan_eps=0.2, eval_every_cycles=50,
         checkpoint_every_cycles=50,
     ),
-    # PickAndPlace: Push's measured settings (the authors use the same Fetch settings for both, but
-    # for γ 0.99 and planning after 6 000 episodes); published multi-worker HER needs ~2.6 M env
-    # steps for 0.9. With these (models/FetchPickAndPlace-v4): policy 0.9 on 20 eval episodes first
-    # at 1.32 M env steps, held-out 96 / 100 at 3 M.
+    # PickAndPlace: Push's measured settings, 3 M env steps (models/FetchPickAndPlace-v4/README.md).
     "FetchPickAndPlace-v4": TrainConfig(
         env_id="FetchPickAndPlace-v4", total_env_steps=3_000_000, n_envs=16, updates_per_cycle=40,
         batch_size=1024, buffer_episodes=40_000, planning_start_episodes=8_000, plan_eps=0.2,
@@ -241,29 +252,10 @@ PRESETS: dict[str, TrainConfig] = {
         env_id="PointMaze_Medium-v3", gamma=0.99, n_landmarks=50, total_env_steps=600_000,
     ),
     # The paper's maze protocol: short training episodes (goals from random cells, so the policy
-    # learns short-range reaching only) and evaluation on far start/goal pairs (>= 10 cells by BFS)
-    # over the env's full 800 steps. The authors' PointMaze settings unless noted:
-    # gamma 0.98 / clip 80, noise 0.2 / random 0.2, HER 0.85 over 80 steps, batch 512,
-    # 50 landmarks, planning after 500 episodes.
-    # Deliberate changes, each measured here:
-    # - 200-step training episodes, 4 envs per cycle (the authors' length; ~8 cells of travel,
-    #   cells are ~25 steps apart here). Measured against 100-step episodes x 8 envs, same
-    #   updates per env step, 20 far pairs at 240 k env steps: policy 0.10 / l3p 0.25 (200 steps)
-    #   vs 0.20 / 0.05 (100 steps, whose landmarks still sat half inside walls);
-    # - action_l2 0.05, not 0.5, and target updates every 10 optimizer steps (Polyak 0.95, i.e.
-    #   0.60 per 100-update cycle), not once per cycle: a first run with 0.5 and per-cycle
-    #   updates had, at 94 k env steps, an actor whose |a| <= 0.1 (one step of force moves the
-    #   distance by well under a step, so the penalty dominated) and a critic whose D saturated at
-    #   ~6 steps for every goal (one Bellman backup per ~20 cycles);
-    # - 50 extra training landmarks instead of 150 (a planned episode builds its graph over all
-    #   nodes: 150 extras cost 1.8 s per cycle here, 50 cost 0.5 s);
-    # - d_max 40 and local horizon 20 steps, since adjacent cells are ~25 steps apart (the
-    #   authors' d_max 20 would cut nearly every edge); lr 1e-3 (our Fetch default);
-    # - 600 k env steps (50 min here): on 100 validation far pairs (seeds 1.5e9) the
-    #   planner (prune_failed, d_max 40) went 38 (240 k) -> 71 (320 k) -> 82 (480 k) -> 90 (600 k);
-    # - served with prune_failed (validation at 600 k, d_max 40: 64 -> 90 with it) and d_max 30
-    #   (`l3p export ... --planner d_max=30`; with prune_failed d_max 25 / 30 / 35 / 40 gave
-    #   84 / 99 / 94 / 90); training's own planning keeps d_max 40 and Algorithm 1 as is.
+    # learns short-range reaching only), evaluation on far start/goal pairs (>= 10 cells by BFS)
+    # over the env's full 800 steps. The authors' PointMaze settings but for 200-step episodes x 4
+    # envs, action_l2 0.05 with target updates every 10 steps, 50 extra landmarks, and d_max 40 /
+    # local horizon 20 (adjacent cells are ~25 steps apart), each measured: models/PointMaze_Large-v3.
     "PointMaze_Large-v3": TrainConfig(
         env_id="PointMaze_Large-v3", total_env_steps=600_000, max_episode_steps=200, n_envs=4,
         warmup_episodes=100, noise_eps=0.2, random_eps=0.2, updates_per_cycle=100, batch_size=512,
@@ -274,33 +266,11 @@ PRESETS: dict[str, TrainConfig] = {
         eval_every_cycles=50, eval_episodes=20, checkpoint_every_cycles=50,
     ),
     # AntMaze (an 8-joint ant, 4 m cells; the paper's AntMaze-Hard protocol): 200-step training
-    # episodes with starts and goals anywhere, evaluation from one end of the U to the other.
-    # The ant is made like the authors' (HIRO's) in gymnasium's maze (l3p.sim.envs: one action every
-    # 0.1 s, joints and velocities observed without contact forces, torso x, y in front: 29-d, as
-    # theirs; motors weaker than theirs, gear 20). The authors' AntMaze settings unless noted: gamma 0.98, clip 100, HER over 100
-    # steps, batch 1000, action_l2 0.05, gradient norms clipped at 15, 50 landmarks, d_max 20,
-    # local horizon 10. Deliberate changes, each from a measurement here:
-    # - the policy sees the torso's x, y: without it a first 400 k-step run stayed at training
-    #   success 0.00 (the goal cannot be located from joint angles alone);
-    # - batch 256, not 1000, at the authors' one optimizer step per 2 env steps (400 per 4 x 200-step
-    #   cycle): on one core a batch-1000 update ran 27/s, a batch-256 one 88/s (107-d observation),
-    #   so 2.5x the authors' update count per env step fits in the wall time that 1 per 5 at batch
-    #   1000 took;
-    # - 50 extra training landmarks, not 150 (the PointMaze preset measured 1.8 s vs 0.5 s per cycle
-    #   for the planned episodes' graphs);
-    # - target updates every 10 optimizer steps (Polyak 0.95) and noise 0.2 / random 0.2, as the
-    #   PointMaze preset measured for short maze training episodes;
-    # - buffer 10 000 episodes (2 M transitions) and planning after 500 episodes, as PointMaze;
-    # - evaluation: the two end-to-end pairs (far pairs >= 6 cells apart are exactly (1,1) <-> (3,1))
-    #   over the paper's 500 steps (the env's limit is 700: `l3p eval --max-steps 700` measures it);
-    # - goal_radius 0.3 (the learner is paid only within 0.3 m; evaluation keeps the env's 0.45 m):
-    #   without it 7 of the 27 held-out failures of the 560 k bundle ended 0.45-0.76 m off the goal
-    #   (the ant arrived but did not stay), and the best of 7 snapshots to 880 k reached 82 of 100
-    #   validation pairs; with it, 1 080 k reached 93 (and 94 of 100 more): models/AntMaze_UMaze-v5.
-    # Measured on gymnasium's own ant rate (0.05 s per action, contact forces observed), d_max 30 /
-    # horizon 15, 920 k env steps (2 h): training success 0.2, far pairs l3p 0/20, policy 0/20; the
-    # policy reached open goals 3-8 m away but flipped in ~1 of 3 500-step episodes and walked 6-12 m
-    # per 200 steps, short of the U's ~24 m in 500 such steps.
+    # episodes with starts and goals anywhere, evaluation from one end of the U to the other over
+    # the paper's 500 steps. The ant is made like the authors' (HIRO's) in l3p.sim.envs. The
+    # authors' AntMaze settings but for batch 256 (more updates per wall second on one core), 50
+    # extra landmarks, PointMaze's target schedule and noise, and goal_radius 0.3 (the ant learns
+    # to stop on the goal), each measured: models/AntMaze_UMaze-v5/README.md.
     "AntMaze_UMaze-v5": TrainConfig(
         env_id="AntMaze_UMaze-v5", total_env_steps=1_200_000, max_episode_steps=200, n_envs=4,
         warmup_episodes=100, noise_eps=0.2, random_eps=0.2, updates_per_cycle=400, batch_size=256,
@@ -312,60 +282,21 @@ PRESETS: dict[str, TrainConfig] = {
     ),
 }
 
-# Medium (8 x 8, 26 free cells, BFS diameter 11, 1000-step episodes): the UMaze settings; 50
-# landmarks over 26 cells sit ~one cell (4 m, ~20-40 steps of 0.1 s) apart, hence d_max 30;
-# far pairs >= 8 cells (116 ordered pairs, >= 32 m of path, far past what 200-step training
-# episodes cover), over the env's own 1000 steps. Deliberate changes:
-# - falls are failures (fall_is_failure): a first run (without goal_radius) reached 11 of 40
-#   validation far pairs at 800 k env steps (d_max 40); in 17 of its 29 failures the ant had
-#   fallen on its back (4 more stood still, 7 wandered, 1 pressed for the goal through a wall),
-#   and it fell in 9 % of its last 3 000 200-step training episodes, never getting up: over 1000
-#   steps that alone loses ~40 % of the episodes. With it (runs/AntMaze_Medium-v5-r04) the ant
-#   fell in 3.5-7 % of the training episodes from 320 k to 720 k (that first run: 6-12 %);
-# - 100 landmarks, not 50: that run's value net counts ~10.5 steps per metre (the first's 9.4), so
-#   50 landmarks ~2 m apart left 30-52 % of them without a route to the goal at d_max 30 (20
-#   validation pairs at 520 k and 720 k; the first run: none), and the planner walked at the far
-#   goal instead: 2 and 1 of 40 validation pairs, 9 and 5 at d_max 40. 100 sit ~1.5 m apart:
-#   runs/AntMaze_Medium-v5-r05 reached 14 of 40 at 400 k (d_max 30 and 40 alike; policy 0), 2 to
-#   24 of 40 over its snapshots to 1.2 M, and 54 / 100 held out at 1.12 M (policy 0): the policy's
-#   swings between snapshots, falls and frozen poses, not the graph, now set the rate (README);
-# - the authors' Polyak 0.995 (every 10 updates), not 0.95: 0.95 leaves 0.13 of a target after
-#   800 env steps, 0.995 0.82. runs/AntMaze_Medium-v5-r08 (this preset, seed 0) reached 36 to 64
-#   of 100 validation pairs from 600 k to 1.2 M (r05's best: 52) and 68 / 100 held out at 1.2 M
-#   (policy 0): models/AntMaze_Medium-v5.
+# Medium (8 x 8, 26 free cells, 1000-step episodes, far pairs >= 8 cells): the UMaze settings with
+# falls as failures (a fallen ant never gets up, and hindsight goals teach nothing against it),
+# 100 landmarks (50 left much of the graph without a route at d_max 30) and the authors' Polyak
+# 0.995 (a slower target), each measured: models/AntMaze_Medium-v5/README.md.
 PRESETS["AntMaze_Medium-v5"] = PRESETS["AntMaze_UMaze-v5"].replace(
     env_id="AntMaze_Medium-v5", eval_min_cells=8, eval_max_steps=None, fall_is_failure=True,
     n_landmarks=100, polyak=0.995, planner=PlannerConfig(d_max=30.0, local_horizon=10.0, prune_failed=True),
 )
 
-# The Fetch box scenes (l3p.sim.box: the paper's Box-Distractor-PickAndPlace and Place-Inside-Box,
-# FetchPickAndPlace with an open box on the table). The authors' settings for both unless noted:
-# gamma 0.99, clip 50, batch 1024, action_l2 0.01, noise 0.1 / random 0.2, HER 0.8 over 50 steps,
-# plan_eps 0.5, 80 landmarks + 20 extra, planning after 6 000 episodes (~300 k env steps), d_max 15
-# and local horizon 10 (the planner's defaults). Place-Inside-Box trains on its goal mix (in-box goal
-# on 20 % of resets) and is evaluated on the in-box goal alone: the env declares its test variant
-# (l3p/FetchPlaceInsideBoxTest-v0), which the trainer's evaluation and `l3p eval` use.
-# Deliberate changes:
-# - 16 lockstep envs and 40 optimizer steps per cycle (1 per 20 env steps), not 12 workers at 1 per
-#   2: the learner is the bottleneck here (benchmarks/train_throughput.py --env
-#   l3p/FetchPlaceInsideBox-v0 --cycles 3, beside another training run: 9.7 batch-1024 optimizer
-#   steps/s alone, 4.6/s and 93 env steps/s in training, bare env 1 110 steps/s); the shipped
-#   PickAndPlace run made 16.5 optimizer steps/s, so the authors' ratio would cap it at ~33 env
-#   steps/s (3 M env steps in ~25 h, not 2.5 h). With 1 per 20 the PickAndPlace preset learned
-#   PickAndPlace (0.9 at 1.32 M env steps), and 16 envs per cycle learned Push faster per env step
-#   than 32;
-# - target updates every 10 optimizer steps at Polyak 0.95, not 0.995: the authors' target speed per
-#   env step at a tenth of their updates (0.995^30 = 0.86 per 600 env steps there, 0.95^4 = 0.81
-#   per 800 here);
-# - 3 M env steps, the budget that took PickAndPlace to 96 / 100 held-out;
-# - served and evaluated with prune_failed: its "already there" exclusion is what makes manipulation
-#   landmarks chainable. Measured on models/FetchPush-v4 (100 held-out episodes through gRPC,
-#   planner forced through landmarks with local_horizon=0): 25 / 100 without it, 96 / 100 with it
-#   (policy 99); the exclusion alone gives the 96, pruning failed subgoals alone 26. Landmarks are
-#   block positions: D(state, landmark) is 0 for one the block already sits on (within the 5 cm
-#   success radius), while V(landmark, goal) comes from replay states where the gripper is already
-#   at the block, so 0 + V beat the direct D(state, goal) on 90 / 90 starts (median 5.9 vs 9.9
-#   steps) and the planner hopped between landmarks under the block.
+# The Fetch box scenes (l3p.sim.box: the paper's Box-Distractor-PickAndPlace and Place-Inside-Box).
+# The authors' settings but for 16 lockstep envs and 40 updates per cycle (the learner is the
+# bottleneck on 2 cores) at Polyak 0.95 every 10 updates (their target speed per env step), 3 M
+# env steps, and prune_failed (what makes manipulation landmarks chainable); Place-Inside-Box is
+# evaluated on its in-box goal alone (the env declares its test variant). Measured:
+# docs/results/box-scenes.md, models/FetchBoxDistractor-v0, models/FetchPlaceInsideBox-v0.
 PRESETS["l3p/FetchBoxDistractor-v0"] = TrainConfig(
     env_id="l3p/FetchBoxDistractor-v0", total_env_steps=3_000_000, n_envs=16, updates_per_cycle=40,
     batch_size=1024, buffer_episodes=40_000, gamma=0.99, clip_return=50.0, action_l2=0.01, noise_eps=0.1,
@@ -375,6 +306,23 @@ PRESETS["l3p/FetchBoxDistractor-v0"] = TrainConfig(
 )
 PRESETS["l3p/FetchPlaceInsideBox-v0"] = PRESETS["l3p/FetchBoxDistractor-v0"].replace(
     env_id="l3p/FetchPlaceInsideBox-v0")
+
+# OGBench's point mazes, trained offline from a regenerated dataset (`l3p dataset`, then
+# `l3p train --dataset FILE`). OGBench's value settings where they apply: γ 0.99, lr 3e-4, target
+# Polyak 0.995 every step, expectile 0.9, goals 50 % from the trajectory's future, 30 % random;
+# batch 512 and 3 x 256 networks for a 2-core machine. The point moves 0.2 m per step (a 4 m cell in
+# ~20): d_max 40 joins landmarks about two cells apart; evaluation on OGBench's five tasks.
+PRESETS["ogbench/pointmaze-large-v0"] = TrainConfig(
+    env_id="ogbench/pointmaze-large-v0", collector="inline", gamma=0.99, clip_return=100.0, lr_actor=3e-4,
+    lr_critic=3e-4, lr_value=3e-4, polyak=0.995, target_update_every=1, batch_size=512, updates_per_cycle=1000,
+    relabel_p=0.5, random_goal_p=0.3, future_step=200, n_landmarks=80, offline_updates=200_000,
+    planner=PlannerConfig(d_max=40.0, local_horizon=20.0, prune_failed=True), eval_pairs="tasks",
+    eval_episodes=10, eval_every_cycles=10, checkpoint_every_cycles=10,
+)
+PRESETS["ogbench/pointmaze-medium-v0"] = PRESETS["ogbench/pointmaze-large-v0"].replace(
+    env_id="ogbench/pointmaze-medium-v0", n_landmarks=50)
+PRESETS["ogbench/pointmaze-giant-v0"] = PRESETS["ogbench/pointmaze-large-v0"].replace(
+    env_id="ogbench/pointmaze-giant-v0", n_landmarks=150)
 
 
 def preset(env_id: str) -> TrainConfig:

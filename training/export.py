@@ -27,6 +27,7 @@ from onnx import helper, numpy_helper
 from l3p.core.bundle_format import FORMAT, FORMAT_VERSION, GRAPHS, MANIFEST, graph_file
 from l3p.core.errors import L3PError
 from l3p.core.names import DISTRIBUTION, OPTIONS
+from l3p.core.signing import load_private_key, sign_bundle
 from l3p.sim.envs import env_spec, make_env
 from l3p.training.agent import L3PAgent
 from l3p.training.config import TrainConfig
@@ -110,16 +111,21 @@ def _source_checkout() -> Path | None:
 
 
 def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool = False,
-                  planner_overrides: dict | None = None, landmarks: np.ndarray | None = None) -> Path:
+                  planner_overrides: dict | None = None, landmarks: np.ndarray | None = None,
+                  sign_key: Path | None = None) -> Path:
     """Write the bundle. ``planner_overrides`` change the served planner defaults (validated; recorded
     in the provenance), e.g. a local horizon chosen on validation episodes. ``landmarks`` replace
     the decoded cluster centroids (e.g. `gls_landmarks`); the provenance should say so. The graphs
-    are traced from a CPU copy of a GPU learner: the same bundle whatever the training device."""
+    are traced from a CPU copy of a GPU learner: the same bundle whatever the training device.
+    ``sign_key``: an Ed25519 private key (l3p keygen) that signs the bundle (core/signing.py)
+    before it is renamed into place, so no one ever sees it complete but unsigned."""
+    key = None if sign_key is None else load_private_key(sign_key)  # a bad key fails before the work
     agent = agent.on_cpu()
     cfg = agent.cfg
     if landmarks is None and not agent.clusters_ready:
         raise ExportError("the run has no landmarks yet (planning had not started); train longer "
-                          f"(planning starts after {cfg.planning_start_episodes} episodes) or resume the run")
+                          f"(planning starts after {cfg.planning_start_episodes} episodes), resume the run, or "
+                          "give replay goals as landmarks (l3p export --landmarks gls)")
     planner = cfg.planner
     if planner_overrides:
         unknown = sorted(set(planner_overrides) - set(OPTIONS))
@@ -141,6 +147,8 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
     try:
         _write_bundle(agent, out_dir, planner, provenance,
                       agent.landmarks() if landmarks is None else np.asarray(landmarks, np.float32))
+        if key is not None:
+            sign_bundle(out_dir, key)
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise

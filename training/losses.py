@@ -22,6 +22,37 @@ def critic_loss(critic: DistanceCritic, critic_targ: DistanceCritic, actor_targ:
     return F.mse_loss(q, target)
 
 
+def offline_critic_loss(critic: DistanceCritic, critic_targ: DistanceCritic, obs, goal, action, reward, obs_next,
+                        action_next, failed, gamma: float, clip_return: float, expectile: float) -> torch.Tensor:
+    """In-sample critic for recorded data: expectile regression of Q(s, a, g) onto
+    r + γ·Q_targ(s', a', g), with a' the action the data took next, never one the actor proposes.
+
+    An upper expectile (``expectile`` > 0.5) leans toward the better of the continuations the data
+    holds from similar states, so Q approaches the best in-data return without evaluating
+    out-of-data actions (IQL, Kostrikov et al. 2022; OGBench's GCIQL/GCIVL learn their values so)."""
+    with torch.no_grad():
+        q_next = q_from_distance(critic_targ(obs_next, goal, action_next), gamma)
+        target = torch.clamp(reward + gamma * q_next, -clip_return, 0.0)
+        q_fail = max(-1.0 / (1.0 - gamma), -clip_return)
+        target = torch.lerp(target, torch.full_like(target, q_fail), failed)
+    diff = target - q_from_distance(critic(obs, goal, action), gamma)
+    weight = torch.where(diff < 0, 1.0 - expectile, expectile)
+    return (weight * diff ** 2).mean()
+
+
+def offline_actor_loss(actor: Actor, critic: DistanceCritic, obs, goal, action, bc_mask, gamma: float,
+                       bc_alpha: float) -> torch.Tensor:
+    """Behaviour-regularized actor (TD3+BC, Fujimoto & Gu 2021): maximize λ·Q(s, π(s,g), g) while
+    staying near the data's action, λ = α / mean|Q| so the two terms keep their ratio whatever the
+    scale of Q. The behaviour term counts only where the goal came from the same trajectory
+    (``bc_mask``): there the recorded action led toward it; for a random goal it did not."""
+    pi = actor(obs, goal)
+    q = q_from_distance(critic(obs, goal, pi), gamma)
+    lam = bc_alpha / q.abs().mean().detach().clamp(min=1e-6)
+    bc = (((pi - action) / actor.action_max) ** 2).sum(-1)
+    return -lam * q.mean() + (bc_mask * bc).sum() / bc_mask.sum().clamp(min=1.0)
+
+
 def actor_loss(actor: Actor, critic: DistanceCritic, obs, goal, gamma: float, action_l2: float) -> torch.Tensor:
     """Maximize Q(s, π(s,g), g) with an L2 penalty on the (scaled) action."""
     action = actor(obs, goal)

@@ -5,6 +5,11 @@ picks (episode, t) uniformly; with probability ``relabel_p`` the goal is replace
 goal 1..``future_step`` steps ahead in the same episode, and the reward is recomputed by the env's
 own reward function for whichever goal the transition ends up with. With a ``failed_fn`` (a robot
 that can fall), a transition into a failed state is marked, whatever its goal.
+
+Offline (a recorded dataset, ``in_sample=True``), a sample also carries the action the data took
+next (so the critic bootstraps only through recorded actions), a fraction ``random_goal_p`` of the
+goals are achieved goals drawn from anywhere in the data (they teach the critic what is far), and
+``bc_mask`` marks the samples whose goal came from their own trajectory.
 """
 from __future__ import annotations
 
@@ -40,6 +45,8 @@ class Batch:
     action: np.ndarray
     reward: np.ndarray
     failed: np.ndarray  # 1.0 where obs_next is a failed state (a fall), else 0.0
+    action_next: np.ndarray | None = None  # in-sample: the recorded action at obs_next
+    bc_mask: np.ndarray | None = None      # in-sample: 1.0 where the goal came from the same trajectory
 
 
 class EpisodeReplay:
@@ -65,22 +72,30 @@ class EpisodeReplay:
             self.episodes_seen += 1
 
     def sample(self, batch_size: int, rng: np.random.Generator, reward_fn: RewardFn,
-               relabel_p: float = 0.8, future_step: int = 50, failed_fn: FailedFn | None = None) -> Batch:
+               relabel_p: float = 0.8, future_step: int = 50, failed_fn: FailedFn | None = None,
+               in_sample: bool = False, random_goal_p: float = 0.0) -> Batch:
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay")
         ep = rng.integers(0, self.size, batch_size)
-        t = rng.integers(0, self.horizon, batch_size)
+        # In-sample, the last transition of an episode has no recorded next action: not drawn.
+        t = rng.integers(0, self.horizon - 1 if in_sample else self.horizon, batch_size)
         goal = self.goal[ep].copy()
-        relabel = rng.random(batch_size) < relabel_p
+        draw = rng.random(batch_size)
+        relabel = draw < relabel_p
         # Future offset uniformly in 1..min(future_step, T - t): the achieved goal index t+offset ≤ T.
         max_off = np.minimum(future_step, self.horizon - t)
         offset = 1 + np.floor(rng.random(batch_size) * max_off).astype(np.int64)
         goal[relabel] = self.ag[ep[relabel], (t + offset)[relabel]]
+        extra = {}
+        if in_sample:
+            random_goal = (draw >= relabel_p) & (draw < relabel_p + random_goal_p)
+            goal[random_goal] = self.sample_goals(int(random_goal.sum()), rng)
+            extra = {"action_next": self.action[ep, t + 1], "bc_mask": (~random_goal).astype(np.float32)}
         ag_next, obs_next = self.ag[ep, t + 1], self.obs[ep, t + 1]
         failed = np.zeros(batch_size, np.float32) if failed_fn is None else failed_fn(obs_next).astype(np.float32)
         return Batch(
             obs=self.obs[ep, t], obs_next=obs_next, ag=self.ag[ep, t], ag_next=ag_next,
-            goal=goal, action=self.action[ep, t], reward=reward_fn(ag_next, goal), failed=failed,
+            goal=goal, action=self.action[ep, t], reward=reward_fn(ag_next, goal), failed=failed, **extra,
         )
 
     def sample_goals(self, n: int, rng: np.random.Generator) -> np.ndarray:

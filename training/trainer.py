@@ -38,12 +38,13 @@ from l3p.core.errors import L3PError
 from l3p.core.seeds import TRAINING_EVAL
 from l3p.sim import mazes
 from l3p.sim.draw import plot_landmarks, plot_learning_curve
-from l3p.sim.envs import VecGoalEnv, evaluation_env_id
+from l3p.sim.envs import VecGoalEnv, evaluation_env_id, task_options
 from l3p.training.agent import L3PAgent
 from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, WorkerPool,
                                     planned_actions)
 from l3p.training.config import PLACEMENT_KEYS, TrainConfig
 from l3p.training.replay import EpisodeReplay, within_radius
+from l3p.training.tensorboard import ScalarLog
 
 CHECKPOINT = "checkpoint.pt"
 REPLAY = "replay.npz"
@@ -73,6 +74,8 @@ def eval_episodes_spec(cfg: TrainConfig, env: VecGoalEnv, episodes: int,
     """(env seed, reset options) per evaluation episode: the env's own start/goal draw, or fixed
     far maze pairs (``cfg.eval_pairs == "far"``) from a list seeded by ``seed_base``."""
     seeds = [seed_base + i for i in range(episodes)]
+    if cfg.eval_pairs == "tasks":
+        return [(s, task_options(env.envs[0], i)) for i, s in enumerate(seeds)]
     if cfg.eval_pairs != "far":
         return [(s, None) for s in seeds]
     pairs = mazes.far_pairs(mazes.maze_map(env.envs[0]), episodes, seed_base, cfg.eval_min_cells)
@@ -129,6 +132,7 @@ class Trainer:
         self.progress = Progress()
         self._collector: InlineCollector | WorkerPool | None = None  # open while training
         self._pending: Episodes | None = None  # collected for the next cycle, not stored yet
+        self._scalars: ScalarLog | None = None  # TensorBoard, opened at the first evaluation
 
     # ----- collection -----
     def _collect_request(self) -> CollectRequest:
@@ -250,7 +254,8 @@ class Trainer:
         target = cfg.total_env_steps if until_env_steps is None else min(until_env_steps, cfg.total_env_steps)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(self.cfg.dumps())
-        bar = tqdm(total=target, initial=p.env_steps, unit="step", disable=not show_progress,
+        # disable=None: a bar only on a terminal, never carriage-return frames in a log or a pipe.
+        bar = tqdm(total=target, initial=p.env_steps, unit="step", disable=None if show_progress else True,
                    dynamic_ncols=True, desc=cfg.env_id)
         metrics: dict[str, list[float]] = {}
         with self._collecting():
@@ -300,6 +305,9 @@ class Trainer:
                     self.save_checkpoint()
                     break
         bar.close()
+        if self._scalars is not None:
+            self._scalars.close()
+            self._scalars = None
         return p
 
     def _evaluate(self, metrics: dict[str, list[float]]) -> dict:
@@ -317,6 +325,9 @@ class Trainer:
                            self.cfg.env_id, agent.value_fn, self.cfg.planner.d_max)
         p.wall_time_s += time.perf_counter() - t0
         p.history.append(row)
+        if self._scalars is None:
+            self._scalars = ScalarLog(self.run_dir)
+        self._scalars.write(row)
         self.save_snapshot()
         self._write_logs()
         return row
@@ -331,7 +342,8 @@ class Trainer:
         env_id, planner = self.cfg.env_id, self.cfg.planner
         plot_learning_curve(history, self.run_dir / "learning_curve.png", env_id,
                             f"L3P planner, training settings (d_max {planner.d_max:g}, "
-                            f"local horizon {planner.local_horizon:g})")
+                            f"local horizon {planner.local_horizon:g})",
+                            x="env_steps" if self.cfg.dataset is None else "optimizer_steps")
 
     def provenance(self) -> dict:
         return run_provenance(self.command, self.cfg.to_dict(), vars(self.progress), self.agent.optimizer_steps)

@@ -1,0 +1,177 @@
+"""The ROS 2 bridge measured: equality with the gRPC runner, and latency for many robots at once.
+
+    python benchmarks/ros2_bridge.py --equality [--fetch-episodes 100 --maze-episodes 50]
+    python benchmarks/ros2_bridge.py --latency [--robots 8 --rate 50 --episodes 3]
+
+Every DDS process runs inside a network namespace this script makes (it re-runs itself under
+``unshare -n``; root needed), never on the machine's interfaces.
+
+--equality: the shipped FetchPush-v4 model on held-out seeds 2000000000.. and PointMaze_Large-v3 on
+far pairs (>= 10 cells, 800 steps, as its held-out evaluation): the simulated robot in lockstep ->
+bridge -> server against the gRPC runner (``l3p eval``'s own ``run_episodes``) on the same seeds, in
+the same run: successes and the largest action difference.
+
+--latency: N simulated FetchPush robots at RATE Hz (each its own process), served (a) by one
+bridge process for all N (namespaces /r0 ... /rN-1) and (b) by one bridge process per robot. Per
+setup: the robot's observation-published -> action-received time, the bridge's own gRPC stream
+step in the same run (the reference), their p50 ratio, and the control periods in which no action
+answered the observation (missed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+import ros2_harness as h  # noqa: E402
+
+
+def equality(args: argparse.Namespace) -> dict:
+    runs = {
+        "FetchPush-v4": dict(model="FetchPush-v4", env_id="FetchPush-v4", episodes=args.fetch_episodes,
+                             seed=2_000_000_000, achieved=[3, 4, 5]),
+        "PointMaze_Large-v3": dict(model="PointMaze_Large-v3", env_id="PointMaze_Large-v3",
+                                   episodes=args.maze_episodes, seed=2_000_000_000, pairs="far", max_steps=800,
+                                   achieved=[0, 1], goal_indices=[0, 1]),
+    }
+    out = {}
+    for name, params in runs.items():
+        if not params["episodes"]:
+            continue
+        t0 = time.perf_counter()
+        r = h.scenario_lockstep({**params, "timeout_s": 3000})
+        grpc = np.asarray(r.pop("grpc_latency_s")) * 1e3
+        stats = next(iter(r["stats"].values()))
+        out[name] = {**r["compare"], "episodes": params["episodes"], "steps": int(sum(r["steps"])),
+                     "rosbags_bytes_equal": r["rosbags"]["bytes_equal"],
+                     "ros2_obs_to_action_ms": r["sim"]["rtt_ms"],
+                     "bridge_grpc_step_ms": {k: stats["grpc_step_ms"][k] for k in ("p50", "p99")},
+                     "runner_grpc_step_ms": {"p50": float(np.percentile(grpc, 50)),
+                                             "p99": float(np.percentile(grpc, 99))},
+                     "wall_s": time.perf_counter() - t0}
+    return out
+
+
+def _sim(ns: str, args: argparse.Namespace, work: Path) -> h.Process:
+    return h.Process(h.l3p("ros2", "sim", "--env", "FetchPush-v4", "--namespace", ns, "--episodes",
+                           str(args.episodes), "--seed", "2000000000", "--rate", str(args.rate),
+                           "--out", str(work / f"sim{ns.replace('/', '_')}.json")), f"sim {ns}")
+
+
+def latency_setup(args: argparse.Namespace, server: object, per_process: bool) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="l3p-ros2-bench-"))
+    names = [f"/r{i}" for i in range(args.robots)]
+    groups = [[n] for n in names] if per_process else [names]
+    bridges = [h.bridge_process(h.bridge_config(server.target, robots=g, observation_timeout_s=2.0), work,
+                                name=f"bridge{i}") for i, g in enumerate(groups)]
+    cpu0 = [_cpu_s(b.proc.pid) for b, _ in bridges]
+    t0 = time.perf_counter()
+    sims = [_sim(ns, args, work) for ns in names]
+    for s in sims:
+        s.proc.wait(timeout=900)
+        if s.proc.returncode != 0:
+            raise RuntimeError(f"{s.name} failed:\n{s.output()}")
+    wall = time.perf_counter() - t0
+    cpu = sum(_cpu_s(b.proc.pid) - c for (b, _), c in zip(bridges, cpu0))
+    for b, _ in bridges:
+        b.stop()
+    results = [json.loads((work / f"sim{ns.replace('/', '_')}.json").read_text()) for ns in names]
+    rtt = np.array([t for r in results for e in r["episodes"] for t in e["rtt_s"]]) * 1e3
+    grpc = np.array([t for _, path in bridges for s in json.loads(path.read_text()).values()
+                     for t in s["grpc_step_s"]]) * 1e3
+    steps = sum(e["steps"] for r in results for e in r["episodes"])
+    return {
+        "setup": "one process per robot" if per_process else "one process, all robots",
+        "bridge_processes": len(bridges), "robots": len(names), "steps": int(steps),
+        "obs_to_action_ms": {"p50": float(np.percentile(rtt, 50)), "p99": float(np.percentile(rtt, 99))},
+        "grpc_step_ms": {"p50": float(np.percentile(grpc, 50)), "p99": float(np.percentile(grpc, 99))},
+        "added_p50_ms": float(np.percentile(rtt, 50) - np.percentile(grpc, 50)),
+        "ratio_p50": float(np.percentile(rtt, 50) / np.percentile(grpc, 50)),
+        "missed_periods": int(sum(r["missed"] for r in results)),
+        "successes": int(sum(r["successes"] for r in results)),
+        "bridge_cpu_s_per_step_ms": 1e3 * cpu / max(steps, 1),
+        "wall_s": wall,
+    }
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def latency(args: argparse.Namespace) -> dict:
+    server = h.start_server(h.MODELS / "FetchPush-v4")
+    try:
+        return {"rate_hz": args.rate, "episodes_per_robot": args.episodes,
+                "setups": [latency_setup(args, server, per_process=False),
+                           latency_setup(args, server, per_process=True)]}
+    finally:
+        server.stop()
+
+
+def table(result: dict) -> str:
+    lines = []
+    for name, r in result.get("equality", {}).items():
+        lines.append(f"{name}: {r['episodes']} episodes, {r['steps']} steps: successes ROS 2 {r['ros2_successes']} / "
+                     f"gRPC {r['grpc_successes']}, same successes {r['same_successes']}, same lengths "
+                     f"{r['same_lengths']}, max |action diff| {r['max_action_diff']:.3g}; rosbags bytes equal "
+                     f"{r['rosbags_bytes_equal']}; obs->action p50 {r['ros2_obs_to_action_ms']['p50']:.2f} ms, "
+                     f"bridge gRPC step p50 {r['bridge_grpc_step_ms']['p50']:.2f} ms")
+    lat = result.get("latency")
+    if lat:
+        lines.append(f"latency at {lat['rate_hz']:g} Hz ({lat['episodes_per_robot']} FetchPush episodes per robot)")
+        head = ("setup", "robots", "obs->action p50/p99 ms", "gRPC step p50/p99 ms", "ratio p50", "missed",
+                "bridge CPU ms/step")
+        rows = [head] + [(s["setup"], str(s["robots"]),
+                          f"{s['obs_to_action_ms']['p50']:.2f} / {s['obs_to_action_ms']['p99']:.2f}",
+                          f"{s['grpc_step_ms']['p50']:.2f} / {s['grpc_step_ms']['p99']:.2f}",
+                          f"{s['ratio_p50']:.2f}", f"{s['missed_periods']}/{s['steps']}",
+                          f"{s['bridge_cpu_s_per_step_ms']:.3f}") for s in lat["setups"]]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--equality", action="store_true")
+    parser.add_argument("--fetch-episodes", type=int, default=100)
+    parser.add_argument("--maze-episodes", type=int, default=50)
+    parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--robots", type=int, default=8)
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--episodes", type=int, default=3, help="--latency: episodes per robot")
+    parser.add_argument("--out", metavar="JSON")
+    args = parser.parse_args()
+    if os.environ.get("L3P_IN_NETNS") != "1":
+        reason = h.netns_unavailable()
+        if reason:
+            print(f"ros2_bridge: cannot run: {reason}", file=sys.stderr)
+            return 2
+        proc = subprocess.run(["unshare", "-n", "bash", "-c", f"{h.NETNS_SETUP} && exec \"$@\"", "bash",
+                               sys.executable, *sys.argv], env=h.child_env())
+        return proc.returncode
+    result = {}
+    if args.equality:
+        result["equality"] = equality(args)
+    if args.latency:
+        result["latency"] = latency(args)
+    print(table(result))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""ROS 2 messages <-> the planner's vectors. A message that cannot become a valid vector raises
+`BadMessage` naming the problem (the bridge reports it on its status topic and acts on nothing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PointStamped, PoseStamped
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+from l3p.clients.ros2.config import GoalSpec, ObservationSpec
+
+
+class BadMessage(ValueError):
+    """A message the bridge refuses: wrong length, NaN/Inf, missing joints."""
+
+
+def observation_message_type(spec: ObservationSpec) -> type:
+    if spec.type == "joint_state":
+        from sensor_msgs.msg import JointState
+
+        return JointState
+    if spec.type == "odometry":
+        from nav_msgs.msg import Odometry
+
+        return Odometry
+    return Float64MultiArray
+
+
+def goal_message_type(spec: GoalSpec) -> type:
+    return {"point": PointStamped, "pose": PoseStamped, "array": Float64MultiArray}[spec.type]
+
+
+def _select(vec: np.ndarray, indices: tuple[int, ...], what: str) -> np.ndarray:
+    if not indices:
+        return vec
+    if max(indices) >= len(vec) or min(indices) < -len(vec):
+        raise BadMessage(f"{what} has {len(vec)} values; the configured indices reach {max(indices)}")
+    return vec[list(indices)]
+
+
+def _checked(vec: np.ndarray, dim: int, what: str) -> np.ndarray:
+    if vec.shape != (dim,):
+        raise BadMessage(f"{what} has {vec.size} values, the model wants {dim}")
+    bad = np.flatnonzero(~np.isfinite(vec))
+    if bad.size:
+        raise BadMessage(f"{what} has NaN or Inf at index {int(bad[0])}")
+    return vec
+
+
+def observation_vector(msg: Any, spec: ObservationSpec, dim: int) -> np.ndarray:
+    """The model's observation from ``msg`` (float64, checked for length and finiteness)."""
+    if spec.type == "joint_state":
+        index = {name: i for i, name in enumerate(msg.name)}
+        missing = [j for j in spec.joints if j not in index]
+        if missing:
+            raise BadMessage(f"joint state lacks joint(s) {', '.join(map(repr, missing))} "
+                             f"(has {', '.join(map(repr, msg.name)) or 'none'})")
+        parts = []
+        for f in spec.fields:
+            values = getattr(msg, f)
+            if len(values) != len(msg.name):
+                raise BadMessage(f"joint state has {len(msg.name)} names but {len(values)} {f} values")
+            parts.append([values[index[j]] for j in spec.joints])
+        vec = np.array(parts, dtype=np.float64).ravel()
+    elif spec.type == "odometry":
+        pose, twist = msg.pose.pose, msg.twist.twist
+        source = {
+            "position": (pose.position.x, pose.position.y, pose.position.z),
+            "orientation": (pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w),
+            "linear": (twist.linear.x, twist.linear.y, twist.linear.z),
+            "angular": (twist.angular.x, twist.angular.y, twist.angular.z),
+        }
+        vec = np.array([v for f in spec.fields for v in source[f]], dtype=np.float64)
+    else:
+        vec = np.asarray(msg.data, dtype=np.float64)
+    return _checked(_select(vec, spec.indices, "observation"), dim, "observation")
+
+
+def goal_vector(msg: Any, spec: GoalSpec, dim: int) -> np.ndarray:
+    """The model's goal from ``msg`` (float64, checked)."""
+    if spec.type == "point":
+        p = msg.point
+        vec = np.array([p.x, p.y, p.z], dtype=np.float64)
+    elif spec.type == "pose":
+        p = msg.pose.position
+        vec = np.array([p.x, p.y, p.z], dtype=np.float64)
+    else:
+        vec = np.asarray(msg.data, dtype=np.float64)
+    return _checked(_select(vec, spec.indices, "goal"), dim, "goal")
+
+
+def goal_frame(msg: Any, default: str) -> str:
+    header = getattr(msg, "header", None)
+    return header.frame_id if header is not None and header.frame_id else default
+
+
+def array_message(values: Any, label: str = "") -> Float64MultiArray:
+    """A ``Float64MultiArray`` holding ``values`` (one dimension, as forward_command_controller wants)."""
+    data = np.asarray(values, dtype=np.float64).ravel()
+    msg = Float64MultiArray()
+    if label:
+        msg.layout.dim = [MultiArrayDimension(label=label, size=data.size, stride=data.size)]
+    msg.data = data.tolist()
+    return msg
+
+
+def point_message(values: Any, frame_id: str, stamp: Any = None) -> PointStamped:
+    """A ``PointStamped`` at the first three entries of ``values`` (a shorter vector padded with 0)."""
+    v = np.zeros(3)
+    x = np.asarray(values, dtype=np.float64).ravel()[:3]
+    v[: x.size] = x
+    msg = PointStamped()
+    msg.header.frame_id = frame_id
+    if stamp is not None:
+        msg.header.stamp = stamp
+    msg.point.x, msg.point.y, msg.point.z = float(v[0]), float(v[1]), float(v[2])
+    return msg

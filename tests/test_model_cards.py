@@ -1,0 +1,167 @@
+"""Model cards (`l3p card`, apps/cards.py): every shipped model's README.md is exactly what its files
+give, a card that drifts from them fails, and the README's headline table is the eval files'."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from l3p import cli
+from l3p.cards import CARD, EVAL, NOTES, CardError, render
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = sorted(p.parent for p in (ROOT / "models").glob("*/manifest.json"))
+
+
+def l3p_card(*args: str) -> subprocess.CompletedProcess:
+    code = f"import sys\nfrom l3p.cli import main\nsys.exit(main(['card', *{list(args)!r}]))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+@pytest.fixture
+def model_copy(tmp_path) -> Path:
+    """A copy of a shipped model (bundle, evaluations, notes, card) to change."""
+    copy = tmp_path / "AntMaze_Medium-v5"
+    shutil.copytree(ROOT / "models" / "AntMaze_Medium-v5", copy)
+    return copy
+
+
+def test_every_shipped_model_has_a_card():
+    assert len(MODELS) >= 7
+    for model in MODELS:
+        assert (model / CARD).is_file(), f"{model.name}: no card; run: l3p card models/{model.name}"
+        assert (model / EVAL).is_file(), f"{model.name}: no {EVAL}"
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
+def test_each_card_is_exactly_what_its_files_give(model):
+    assert (model / CARD).read_text() == render(model), \
+        f"models/{model.name}/{CARD} drifted from its files; run: l3p card models/{model.name}"
+
+
+def test_the_check_command_passes_on_the_shipped_cards():
+    proc = l3p_card("--all", "models", "--check")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count(": up to date") == len(MODELS)
+
+
+def test_a_changed_evaluation_fails_the_check_in_one_line_and_card_rewrites_it(model_copy):
+    report = json.loads((model_copy / EVAL).read_text())
+    assert report["modes"]["l3p"]["successes"] == 68
+    report["modes"]["l3p"]["successes"] = 67
+    (model_copy / EVAL).write_text(json.dumps(report))
+
+    proc = l3p_card(str(model_copy), "--check")
+    assert proc.returncode == 1
+    assert proc.stderr == (f"l3p card: error: card out of date with its files: {model_copy}; "
+                           f"run: l3p card {model_copy}\n")
+    assert "**68 / 100**" in (model_copy / CARD).read_text()  # --check writes nothing
+
+    proc = l3p_card(str(model_copy))
+    assert proc.returncode == 0 and proc.stdout == f"{model_copy / CARD}: written\n", proc.stderr
+    card = (model_copy / CARD).read_text()
+    assert "| **67 / 100** |" in card and "`l3p` 67 / 100, `policy` 0 / 100" in card
+    assert l3p_card(str(model_copy), "--check").returncode == 0
+
+
+def test_changed_notes_or_a_new_picture_fail_the_check(model_copy):
+    (model_copy / NOTES).write_text((model_copy / NOTES).read_text() + "\nOne more measured line.\n")
+    assert l3p_card(str(model_copy), "--check").returncode == 1
+    l3p_card(str(model_copy))
+    shutil.copy(model_copy / "landmarks.png", model_copy / "landmarks_500k.png")
+    assert l3p_card(str(model_copy), "--check").returncode == 1
+    l3p_card(str(model_copy))
+    assert "![landmarks 500k](landmarks_500k.png)" in (model_copy / CARD).read_text()
+
+
+def test_the_card_cites_the_protocol_and_the_run_from_the_files():
+    card = (ROOT / "models" / "AntMaze_Medium-v5" / CARD).read_text()
+    assert "100 per variant" in card and "seeds 2 000 000 000 + i, i < 100" in card
+    assert "≥ 8 cells apart" in card and "1000-step episodes" in card
+    assert "--episodes 100 --seed 2000000000 --pairs far --min-cells 8 --max-steps 1000" in card
+    assert "l3p train --resume runs/AntMaze_Medium-v5-r08" in card
+    assert "1 200 000 env steps" in card and "590 000 optimizer steps" in card
+    assert "| `l3p` (served default: soft search, d_max 30, local horizon 10, `prune_failed`) | **68 / 100** " \
+           "| 58 – 76 % | 3.35 | 217 | 12 | 0.73 / 2.43 ms | 68 / 0 |" in card
+    umaze = (ROOT / "models" / "AntMaze_UMaze-v5" / CARD).read_text()
+    assert "### `eval_heldout_700_steps.json`: max_steps 700" in umaze  # further evaluations get a table
+
+
+def test_an_evaluation_of_another_bundle_is_refused(model_copy):
+    report = json.loads((model_copy / EVAL).read_text())
+    report["model"]["bundle_sha256"] = "0" * 64
+    (model_copy / EVAL).write_text(json.dumps(report))
+    with pytest.raises(CardError, match=r"measured on bundle 000000000000…, but this bundle is 23c42f69b1af…"):
+        render(model_copy)
+
+
+@pytest.mark.parametrize("remove, message", [
+    (EVAL, r"eval_heldout\.json: missing"),
+    ("manifest.json", r"no manifest\.json"),
+])
+def test_missing_files_are_one_line_errors(model_copy, remove, message):
+    (model_copy / remove).unlink()
+    proc = l3p_card(str(model_copy))
+    assert proc.returncode == 2 and re.fullmatch(rf"l3p card: error: .*{message}.*\n", proc.stderr), proc.stderr
+
+
+def ogbench_like(report: dict, shape: str) -> dict:
+    """The shipped report recast with five per-task rows (the shape an OGBench evaluation adds)."""
+    out = {k: v for k, v in report.items() if k != "modes"}
+    per_task = {str(k): {variant: {"episodes": 20, "successes": 20 - k - (variant == "policy") * 10}
+                         for variant in ("l3p", "policy")} for k in range(1, 6)}
+    if shape == "tasks":
+        out["tasks"] = {task: {"modes": variants} for task, variants in per_task.items()}
+    else:
+        out["modes"] = {variant: {**report["modes"][variant],
+                                  "tasks": [{"task": task, **per_task[task][variant]} for task in per_task]}
+                        for variant in ("l3p", "policy")}
+    return out
+
+
+@pytest.mark.parametrize("shape", ["tasks", "modes"])
+def test_per_task_rows_get_a_table_of_their_own(model_copy, shape):
+    report = json.loads((model_copy / EVAL).read_text())
+    (model_copy / EVAL).write_text(json.dumps(ogbench_like(report, shape)))
+    card = render(model_copy)
+    assert "| task | `l3p` | `policy` |" in card and "the benchmark's 5 evaluation tasks" in card
+    assert "| task 1 | 19 / 20 | 9 / 20 |" in card and "| task 5 | 15 / 20 | 5 / 20 |" in card
+    if shape == "tasks":  # no overall rows in the file: each variant's tasks summed
+        assert "| **85 / 100** |" in card and "| 35 / 100 |" in card
+        assert "--modes l3p,policy" in card
+    else:
+        assert "| **68 / 100** |" in card
+
+
+@pytest.mark.parametrize("page, prefix", [("README.md", ""), ("docs/index.md", "../")])
+def test_the_headline_table_is_the_shipped_models_evaluations(page, prefix):
+    text = (ROOT / page).read_text()
+    rows = re.findall(r"^\| \[([\w.-]+)\]\(" + re.escape(prefix) + r"models/\1/README\.md\) \|[^|\n]*\| "
+                      r"\*\*(\d+) / (\d+)\*\* \| (\d+) / (\d+) \|$", text, re.MULTILINE)
+    assert [r[0] for r in rows] == ["PointMaze_Large-v3", "AntMaze_UMaze-v5", "AntMaze_Medium-v5"]
+    for name, l3p, n, policy, n_policy in rows:
+        modes = json.loads((ROOT / "models" / name / EVAL).read_text())["modes"]
+        assert (int(l3p), int(n)) == (modes["l3p"]["successes"], modes["l3p"]["episodes"]), name
+        assert (int(policy), int(n_policy)) == (modes["policy"]["successes"], modes["policy"]["episodes"]), name
+
+
+def test_the_card_command_needs_only_the_base_install():
+    assert cli.BY_NAME["card"].extra == ""
+    code = ("import sys, l3p.cards, l3p.cli; heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'grpc', 'google', 'onnxruntime', 'torch', 'gymnasium', 'mujoco', 'matplotlib'}); print(heavy)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_a_report_missing_what_a_card_needs_is_a_one_line_error(model_copy):
+    report = json.loads((model_copy / EVAL).read_text())
+    del report["modes"]["naive"]["successes"]
+    (model_copy / EVAL).write_text(json.dumps(report))
+    proc = l3p_card(str(model_copy))
+    assert proc.returncode == 2, proc.stderr
+    assert re.fullmatch(r"l3p card: error: .*lacks what a card needs \(KeyError: 'successes'\).*\n", proc.stderr)

@@ -1,0 +1,166 @@
+"""Offline L3P end to end: a small regenerated OGBench dataset -> offline training (in-sample critic,
+behaviour-regularized actor, exact resume) -> the same bundle format -> served beside an online
+model by the same server, episodes in the OGBench env through gRPC."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from l3p.core import EpisodePlanner
+from l3p.core.dataset import load_dataset
+from l3p.sim.datasets import dataset_spec, write
+from l3p.sim.envs import make_env, task_options
+from l3p.training import losses
+from l3p.training.config import preset
+from l3p.training.export import export_bundle
+from l3p.training.networks import q_from_distance
+from l3p.training.offline import OfflineTrainer, episode_windows
+from l3p.training.trainer import CheckpointError, load_checkpoint
+
+pytest.importorskip("ogbench")
+
+TINY = dict(updates_per_cycle=20, batch_size=64, hidden=32, layers=2, ae_hidden=16, n_landmarks=8, gls_sample=100,
+            cluster_batch=20, landmarks_after_updates=20, eval_every_cycles=2, eval_episodes=2,
+            checkpoint_every_cycles=2, torch_threads=1, eval_max_steps=40)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "stitch.npz"
+    write(dataset_spec("pointmaze-large-stitch-v0", episodes=40, steps=60), 0, path)
+    return path
+
+
+def tiny_cfg(dataset, updates: int, **kw):
+    return preset("ogbench/pointmaze-large-v0").replace(**{**TINY, **kw}, dataset=str(dataset), offline_updates=updates)
+
+
+def params(trainer) -> dict[str, np.ndarray]:
+    return {f"{name}.{k}": v.detach().clone().numpy() for name, m in trainer.agent.modules().items()
+            for k, v in m.state_dict().items()}
+
+
+def test_the_dataset_becomes_the_replay(dataset, tmp_path):
+    trainer = OfflineTrainer(tiny_cfg(dataset, 40), tmp_path)
+    d = load_dataset(dataset)
+    assert trainer.replay.size == 40 and trainer.replay.horizon == 59 and trainer.progress.env_steps == 0
+    np.testing.assert_array_equal(trainer.replay.obs[3], d.observations[180:240])
+    np.testing.assert_array_equal(trainer.replay.goal[3], d.achieved_goals[239])  # the trajectory's end
+    np.testing.assert_array_equal(trainer.replay.action[3], d.actions[180:239])
+    rng = np.random.default_rng(0)
+    b = trainer.replay.sample(4000, rng, trainer.reward_fn, 0.5, 200, in_sample=True, random_goal_p=0.3)
+    # The critic's next action is the recorded one: found at the next step of the same episode.
+    rows = {tuple(o): k for k, o in enumerate(d.observations.tolist())}
+    for i in range(50):
+        k = rows[tuple(b.obs[i].tolist())]
+        np.testing.assert_array_equal(b.action[i], d.actions[k])
+        np.testing.assert_array_equal(b.action_next[i], d.actions[k + 1])
+    random = b.bc_mask == 0
+    assert 0.25 < random.mean() < 0.35  # random_goal_p of all goals
+    np.testing.assert_array_equal(b.reward, trainer.env.compute_reward(b.ag_next, b.goal))
+
+
+def test_episodes_of_different_lengths_are_cut_into_equal_windows(dataset):
+    d = load_dataset(dataset)
+    d.terminals[:] = 0
+    d.terminals[[99, 349, 2399]] = 1  # episodes of 100, 250 and 2050 steps
+    obs, ag, action = episode_windows(d)
+    assert obs.shape == (1 + 2 + 20, 100, 2) and action.shape == (23, 100, 2)  # the 250's last 50 left out
+    np.testing.assert_array_equal(obs[2], d.observations[200:300])
+    np.testing.assert_array_equal(obs[3], d.observations[350:450])
+
+
+def test_the_offline_critic_bootstraps_only_through_recorded_actions():
+    torch.manual_seed(0)
+    from l3p.training.normalizer import Normalizer
+    from l3p.training.networks import DistanceCritic
+
+    norm = Normalizer(2), Normalizer(2)
+    critic, target = DistanceCritic(*norm, 2, 2, 2, 1.0, hidden=16, layers=2), DistanceCritic(*norm, 2, 2, 2, 1.0, 16, 2)
+    obs, goal, action, obs_next, action_next = (torch.randn(64, 2) for _ in range(5))
+    reward, failed = -torch.ones(64), torch.zeros(64)
+    loss = losses.offline_critic_loss(critic, target, obs, goal, action, reward, obs_next, action_next, failed,
+                                      0.99, 100.0, 0.9)
+    with torch.no_grad():
+        y = torch.clamp(reward + 0.99 * q_from_distance(target(obs_next, goal, action_next), 0.99), -100, 0)
+        diff = y - q_from_distance(critic(obs, goal, action), 0.99)
+        expected = (torch.where(diff < 0, 0.1, 0.9) * diff ** 2).mean()
+    torch.testing.assert_close(loss, expected)
+    other = losses.offline_critic_loss(critic, target, obs, goal, action, reward, obs_next, -action_next, failed,
+                                       0.99, 100.0, 0.9)
+    assert not torch.isclose(loss, other)  # the target moves with the recorded next action, nothing else
+
+
+def test_resume_continues_exactly_and_checks_the_dataset(dataset, tmp_path):
+    straight = OfflineTrainer(tiny_cfg(dataset, 80), tmp_path / "straight")
+    straight.train(show_progress=False)
+    first = OfflineTrainer(tiny_cfg(dataset, 40), tmp_path / "split")
+    first.train(show_progress=False)
+    del first
+    resumed = OfflineTrainer.resume(tmp_path / "split", offline_updates=80)
+    resumed.train(show_progress=False)
+    a, b = params(straight), params(resumed)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    assert straight.agent.clusters_ready and straight.agent.optimizer_steps == resumed.agent.optimizer_steps == 80
+    assert [r["optimizer_steps"] for r in resumed.progress.history] == [40, 80]
+    assert sorted(f.name for f in (tmp_path / "split" / "snapshots").iterdir()) == ["0000000040.pt", "0000000080.pt"]
+    assert not (tmp_path / "split" / "replay.npz").exists()  # the dataset is the replay
+    assert load_checkpoint(tmp_path / "split")["dataset"]["sha256"] == load_dataset(dataset).metadata["sha256"]
+    # A changed dataset cannot continue the run.
+    changed = tmp_path / "changed.npz"
+    write(dataset_spec("pointmaze-large-stitch-v0", episodes=40, steps=60), 1, changed)
+    shutil.copy(changed, dataset.with_name("backup.npz"))
+    state = json.loads((tmp_path / "split" / "config.json").read_text())
+    assert state["dataset"] == str(dataset)
+    original = dataset.read_bytes()
+    dataset.write_bytes(changed.read_bytes())
+    try:
+        with pytest.raises(CheckpointError, match="changed since the run started"):
+            OfflineTrainer.resume(tmp_path / "split", offline_updates=120)
+    finally:
+        dataset.write_bytes(original)
+
+
+def test_an_offline_and_an_online_model_serve_and_answer_alike(dataset, untrained_bundle, tmp_path):
+    from l3p.clients.client import PlannerClient
+    from l3p.serving.bundle import load_bundle
+    from l3p.serving.local_server import LocalServer
+
+    trainer = OfflineTrainer(tiny_cfg(dataset, 60), tmp_path / "run")
+    trainer.train(show_progress=False)
+    models = tmp_path / "models"
+    export_bundle(trainer.agent, models / "maze-offline", trainer.provenance())
+    shutil.copytree(untrained_bundle, models / "reach-online")
+    manifest = json.loads((models / "maze-offline" / "manifest.json").read_text())
+    assert manifest["env_id"] == "ogbench/pointmaze-large-v0" and manifest["dims"] == {"obs": 2, "goal": 2, "action": 2}
+    prov = manifest["provenance"]
+    assert prov["env_steps"] == 0 and prov["optimizer_steps"] == 60
+    assert prov["dataset"]["sha256"] == load_dataset(dataset).metadata["sha256"]
+    assert prov["dataset"]["made_by"]["command"].startswith("l3p dataset pointmaze-large-stitch-v0 --seed 0")
+
+    env = make_env("ogbench/pointmaze-large-v0")
+    reach = make_env("FetchReach-v4")
+    with LocalServer(models=models) as server, PlannerClient(server.target) as client:
+        for name, episode_env, options in (("maze-offline", env, task_options(env, 2)), ("reach-online", reach, None)):
+            bundle = load_bundle(models / name)
+            obs, _ = episode_env.reset(seed=11, options=options)
+            planner = EpisodePlanner(bundle.landmarks, obs["desired_goal"].astype(np.float32), bundle.value_fn,
+                                     bundle.planner_defaults, seed=4)
+            with PlannerClient(server.target, model=name).episode(obs["desired_goal"], seed=4) as ep:
+                for _ in range(25):
+                    step = ep.act(obs["observation"])
+                    local = planner.step(obs["observation"].astype(np.float32), bundle.distance_fn,
+                                         bundle.policy_fn)
+                    np.testing.assert_allclose(step.action, local.action, rtol=0, atol=1e-6, err_msg=name)
+                    assert (step.subgoal_index, step.replanned, step.counter) == (
+                        local.subgoal_index, local.replanned, local.counter)
+                    assert np.all(np.abs(step.action) <= 1.0)
+                    obs = episode_env.step(np.asarray(step.action))[0]
+        assert {m.info.model for m in client.list_models().models} == {"maze-offline", "reach-online"}
+    env.close()
+    reach.close()

@@ -1,0 +1,193 @@
+"""Offline L3P: the same learner, fed from a recorded dataset instead of collectors.
+
+The dataset (core/dataset.py) becomes the replay: its episodes, cut into equal windows, are
+relabelled with hindsight goals from their own future, the trajectory's end, or (for the critic) an
+achieved goal anywhere in the data. Each optimizer step is the online one with two offline losses
+(training/losses.py): the distance critic regresses an upper expectile of r + γ·Q(s', a', g) with
+a' the recorded next action (it never evaluates an action the data did not take), and the actor
+maximizes Q while staying near the recorded action (TD3+BC). V, the reachability autoencoder and
+the latent clusters learn exactly as online; clusters start after ``landmarks_after_updates``
+steps, once the latent space has taken shape. Evaluation runs episodes in the env (the dataset's
+env id) as the online trainer's does; checkpoints hold no replay (the dataset is it: resuming
+reloads the file and checks its digest). The exported bundle is the online one: the server
+cannot tell how a model was trained.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from l3p.core.dataset import Dataset, DatasetError, load_dataset
+from l3p.sim.envs import VecGoalEnv, evaluation_env_id
+from l3p.training.agent import L3PAgent
+from l3p.training.config import TrainConfig
+from l3p.training.replay import EpisodeReplay, within_radius
+from l3p.training.trainer import (CHECKPOINT, CheckpointError, ConfigError, Progress, Trainer, _add, load_checkpoint,
+                                  run_provenance, snapshot_path)
+
+
+def episode_windows(dataset: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(obs [E, L, o], achieved goals [E, L, g], actions [E, L, a]): every episode cut into
+    consecutive windows of L steps, L the shortest episode's length (the replay stores equal-length
+    episodes; a longer episode's remainder past its last whole window is left out)."""
+    bounds = dataset.episode_bounds()
+    length = int(min(last - first + 1 for first, last in bounds))
+    starts = [first + k * length for first, last in bounds for k in range((last - first + 1) // length)]
+    index = np.asarray(starts)[:, None] + np.arange(length)[None, :]
+    return dataset.observations[index], dataset.achieved_goals[index], dataset.actions[index]
+
+
+def check_dataset(dataset: Dataset, cfg: TrainConfig, spec) -> None:
+    """The dataset fits the env it claims and the run's env: one `DatasetError` line otherwise."""
+    where = cfg.dataset
+    if dataset.env_id != cfg.env_id:
+        raise DatasetError(f"dataset {where} was recorded on {dataset.env_id}, the run trains {cfg.env_id}")
+    for name, array, dim in (("observations", dataset.observations, spec.obs_dim),
+                             ("achieved_goals", dataset.achieved_goals, spec.goal_dim),
+                             ("actions", dataset.actions, spec.action_dim)):
+        if array.shape[1] != dim:
+            raise DatasetError(f"dataset {where}: {name} have {array.shape[1]} columns, {cfg.env_id} has {dim}")
+    low, high = np.asarray(spec.action_low), np.asarray(spec.action_high)
+    outside = np.flatnonzero(((dataset.actions < low - 1e-6) | (dataset.actions > high + 1e-6)).any(axis=1))
+    if len(outside):
+        raise DatasetError(f"dataset {where}: actions outside {cfg.env_id}'s bounds [{low.tolist()}, "
+                           f"{high.tolist()}] at step {int(outside[0])} ({len(outside)} steps)")
+    if dataset.desired_goals is not None:
+        far = np.abs(dataset.desired_goals).max()
+        if far > 1e3 * max(1.0, float(np.abs(dataset.achieved_goals).max())):
+            raise DatasetError(f"dataset {where}: desired_goals reach {far:.3g}, far outside the achieved goals' range")
+
+
+class OfflineTrainer(Trainer):
+    """`Trainer` with the dataset as its replay and no collection (see the module docstring)."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, command: str = "l3p.training.offline.OfflineTrainer"):
+        if cfg.dataset is None:
+            raise ConfigError("offline training needs a dataset (TrainConfig.dataset)")
+        self.cfg, self.run_dir, self.command = cfg, Path(run_dir), command
+        torch.set_num_threads(cfg.torch_threads)
+        torch.manual_seed(cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.dataset = load_dataset(cfg.dataset)
+        self.eval_env = VecGoalEnv(evaluation_env_id(cfg.env_id), min(cfg.eval_episodes, 10), cfg.eval_max_steps)
+        self.env = self.eval_env  # what the learner is paid comes from the env's own reward function
+        self.spec = self.eval_env.spec
+        check_dataset(self.dataset, cfg, self.spec)
+        self.agent = L3PAgent(cfg, self.spec)
+        obs, ag, action = episode_windows(self.dataset)
+        self.replay = EpisodeReplay(len(obs), obs.shape[1] - 1, self.spec.obs_dim, self.spec.goal_dim,
+                                    self.spec.action_dim)
+        if self.replay.horizon < 2:
+            raise DatasetError(f"dataset {cfg.dataset}: episodes of {obs.shape[1]} steps are too short (>= 3)")
+        # The trajectory's goal is where it ended; the last action has no next state and is dropped.
+        self.replay.add(obs, ag, ag[:, -1], action[:, :-1])
+        self.agent.o_norm.update(obs.reshape(-1, self.spec.obs_dim))
+        self.agent.g_norm.update(ag.reshape(-1, self.spec.goal_dim))
+        self.reward_fn = within_radius(self.env.compute_reward, cfg.goal_radius)
+        if cfg.fall_is_failure and not self.spec.adapter.can_fall:
+            raise ConfigError(f"fall_is_failure: {cfg.env_id} declares no torso that can fall")
+        self.failed_fn = self.spec.adapter.fallen if cfg.fall_is_failure else None
+        self.progress = Progress()
+        self._collector = None
+        self._pending = None
+
+    def dataset_record(self) -> dict:
+        meta = self.dataset.metadata
+        return {"path": self.cfg.dataset, "sha256": meta["sha256"], "made_by": meta.get("made_by"),
+                "steps": int(len(self.dataset.terminals)), "episodes": len(self.dataset.episode_bounds()),
+                "replay_windows": int(self.replay.size), "window_steps": int(self.replay.horizon + 1)}
+
+    # ----- the loop -----
+    def train(self, show_progress: bool = True, until_updates: int | None = None,
+              stop: threading.Event | None = None, on_cycle: Callable[[Progress], None] | None = None) -> Progress:
+        """Train to ``offline_updates`` optimizer steps (or stop early at ``until_updates``), in cycles
+        of ``updates_per_cycle``, evaluating and checkpointing as the online loop does."""
+        cfg, agent, p = self.cfg, self.agent, self.progress
+        target = cfg.offline_updates if until_updates is None else min(until_updates, cfg.offline_updates)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.json").write_text(cfg.dumps())
+        bar = tqdm(total=target, initial=agent.optimizer_steps, unit="update", disable=not show_progress,
+                   dynamic_ncols=True, desc=f"{cfg.env_id} (offline)")
+        metrics: dict[str, list[float]] = {}
+        while agent.optimizer_steps < target:
+            t0 = time.perf_counter()
+            if not agent.clusters_ready and agent.optimizer_steps >= cfg.landmarks_after_updates:
+                agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
+            steps = min(cfg.updates_per_cycle, target - agent.optimizer_steps)
+            for _ in range(steps):
+                batch = self.replay.sample(cfg.batch_size, self.rng, self.reward_fn, cfg.relabel_p, cfg.future_step,
+                                           self.failed_fn, in_sample=True, random_goal_p=cfg.random_goal_p)
+                _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
+                if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
+                    agent.update_targets()
+            for row in agent.drain():
+                _add(metrics, row)
+            if not cfg.target_update_every:
+                agent.update_targets()
+            p.cycle += 1
+            p.wall_time_s += time.perf_counter() - t0
+            bar.update(steps)
+            if on_cycle is not None:
+                on_cycle(p)
+            last = agent.optimizer_steps >= target
+            if p.cycle % cfg.eval_every_cycles == 0 or last:
+                row = self._evaluate(metrics)
+                metrics = {}
+                bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
+                                 if k.startswith("success_")})
+            if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
+                self.save_checkpoint()
+            if stop is not None and stop.is_set():
+                self.save_checkpoint()
+                break
+        bar.close()
+        return p
+
+    # ----- checkpoints: no replay (the dataset is it) -----
+    def save_checkpoint(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        state = {**self._exportable_state(optimizers=True), "rng": self.rng.bit_generator.state,
+                 "torch_rng": torch.get_rng_state(), "dataset_sha256": self.dataset.metadata["sha256"]}
+        tmp = self.run_dir / (CHECKPOINT + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.run_dir / CHECKPOINT)
+
+    def save_snapshot(self) -> Path:
+        """Named by optimizer steps (an offline run takes no env step)."""
+        path = snapshot_path(self.run_dir, self.agent.optimizer_steps)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self._exportable_state(optimizers=False), path.with_suffix(".tmp"))
+        os.replace(path.with_suffix(".tmp"), path)
+        return path
+
+    def _exportable_state(self, optimizers: bool) -> dict:
+        return {**super()._exportable_state(optimizers), "dataset": self.dataset_record()}
+
+    @classmethod
+    def resume(cls, run_dir: Path, offline_updates: int | None = None, placement: dict | None = None) -> "OfflineTrainer":
+        """Continue from the last checkpoint (optionally to a larger budget), on the same dataset."""
+        state = load_checkpoint(run_dir)
+        cfg = TrainConfig.from_dict(state["config"]).replace(**(placement or {}))
+        if offline_updates is not None:
+            cfg = cfg.replace(offline_updates=offline_updates)
+        resumed = f"l3p train --resume {run_dir}" + (f" --steps {offline_updates}" if offline_updates else "")
+        trainer = cls(cfg, run_dir, command=f"{state['command']} && {resumed}")
+        if trainer.dataset.metadata["sha256"] != state.get("dataset_sha256"):
+            raise CheckpointError(f"the dataset {cfg.dataset} changed since the run started (sha256 "
+                                  f"{trainer.dataset.metadata['sha256'][:12]}, the run's {str(state.get('dataset_sha256'))[:12]})")
+        trainer.agent.load_state_dict(state["agent"])
+        trainer.rng.bit_generator.state = state["rng"]
+        torch.set_rng_state(state["torch_rng"])
+        trainer.progress = Progress(**{k: v for k, v in state["progress"].items() if k in Progress.__dataclass_fields__})
+        return trainer
+
+    def provenance(self) -> dict:
+        return {**run_provenance(self.command, self.cfg.to_dict(), vars(self.progress), self.agent.optimizer_steps),
+                "dataset": self.dataset_record()}
