@@ -118,7 +118,7 @@ def _demo_one(server: LocalServer, model: str, args: argparse.Namespace, out: st
         protocol = episode_protocol(args, info.provenance, env_id)
         report = evaluate(client, info, env_id, modes=args.modes, episodes=args.episodes, seed=args.seed,
                           stream=args.stream, progress=not args.no_progress, pairs=protocol.pairs,
-                          min_cells=protocol.min_cells, max_steps=protocol.max_steps)
+                          min_cells=protocol.min_cells, max_steps=protocol.max_steps, task=protocol.task)
     print(format_table(report), flush=True)
     if out:
         write_report(report, out)

@@ -115,11 +115,12 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
             server.start()
             server.wait_ready()
         with PlannerClient(args.server or server.target, model=args.model if args.server else None) as client:
-            (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, protocol.pairs, protocol.min_cells)
+            (seed, pair), = episode_plan(env, bundle.env_id, 1, args.seed, protocol.pairs, protocol.min_cells,
+                                         protocol.task)
             ep = run_episode(client, env, index=0, seed=seed, mode=args.planner, pair=pair, record=True)
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"
-        where = f", cells {pair[0]} -> {pair[1]}" if pair else ""
+        where = f", task {pair}" if isinstance(pair, int) else f", cells {pair[0]} -> {pair[1]}" if pair else ""
         pruning = ", prune_failed" if config.prune_failed and config.mode == "l3p" else ""
         title = (f"{bundle.env_id}: {args.planner} ({config.search} search, {_d_max_label(config, overrides)}"
                  f"{pruning}), seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans"

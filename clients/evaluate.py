@@ -62,6 +62,12 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 def summarize(run: RunResult) -> dict[str, Any]:
     n, k = len(run.episodes), sum(run.successes)
     lo, hi = wilson_interval(k, n)
+    tasks = sorted({e.task for e in run.episodes if e.task is not None})
+    per_task = {}
+    for t in tasks:  # OGBench reports per task: successes and Wilson interval of each
+        hits = [e.success for e in run.episodes if e.task == t]
+        per_task[str(t)] = {"episodes": len(hits), "successes": sum(hits), "success_rate": sum(hits) / len(hits),
+                            "success_ci95": list(wilson_interval(sum(hits), len(hits)))}
     return {
         "episodes": n,
         "successes": k,
@@ -72,6 +78,7 @@ def summarize(run: RunResult) -> dict[str, Any]:
         "resumes": run.resumes,
         "latency_ms": {"p50": run.latency_p50_ms, "p99": run.latency_p99_ms},
         **({} if run.falls is None else {"falls": run.falls}),
+        **({"tasks": per_task} if per_task else {}),
         "per_episode": [e.to_dict() for e in run.episodes],
     }
 
@@ -90,9 +97,11 @@ def evaluate(
     pairs: str = "random",
     min_cells: int = mazes.MIN_FAR_CELLS,
     max_steps: int | None = None,
+    task: int | None = None,
 ) -> dict[str, Any]:
     """Run every mode over the same episodes (``max_steps`` long, default the env's limit; far
-    pairs ``min_cells`` apart); the JSON-ready report."""
+    pairs ``min_cells`` apart; evaluation tasks: all in turn, or ``task``); the JSON-ready report,
+    with a row per task besides the whole when the episodes ran on tasks."""
     env = open_env(env_id, max_steps=max_steps)
     try:
         warnings = check_env(info, env_id, env, force=force_env)
@@ -105,7 +114,7 @@ def evaluate(
                 bar.set_description(mode)
                 runs[mode] = run_episodes(client, env, env_id, episodes=episodes, seed=seed,
                                           mode=mode, stream=stream, pairs=pairs, min_cells=min_cells,
-                                          on_episode=lambda _ep: bar.update(1))
+                                          task=task, on_episode=lambda _ep: bar.update(1))
         finally:
             bar.close()
         max_steps = int(env.spec.max_episode_steps)
@@ -121,6 +130,7 @@ def evaluate(
         "seeds": [seed + i for i in range(episodes)],
         "pairs": pairs,
         **({"min_cells": min_cells} if pairs == "far" else {}),
+        **({"task": task} if task is not None else {}),
         "max_steps": max_steps,
         "stream": stream,
         "warnings": warnings,
@@ -165,10 +175,26 @@ def format_table(report: dict[str, Any]) -> str:
     lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)
                        for c, (cell, w) in enumerate(zip(row, widths))) for row in rows]
     lines.insert(1, "-" * len(lines[0]))
-    far = f" far start/goal pairs (>= {report['min_cells']} cells)," if report.get("pairs") == "far" else ""
+    far = (f" far start/goal pairs (>= {report['min_cells']} cells)," if report.get("pairs") == "far" else
+           f" task {report['task']}," if "task" in report else
+           " evaluation tasks in turn," if report.get("pairs") == "tasks" else "")
     title = (f"{report['env_id']}: {report['episodes']} episodes of {report['max_steps']} steps per mode,{far} "
              f"{seeds_text(report['seed'], report['episodes'])}{' (stream)' if report['stream'] else ''}")
-    return "\n".join([title, *lines])
+    return "\n".join([title, *lines, *_task_lines(report)])
+
+
+def _task_lines(report: dict[str, Any]) -> list[str]:
+    """Successes per evaluation task and mode, when the episodes ran on the env's tasks."""
+    tasks = sorted({t for m in report["modes"].values() for t in m.get("tasks", {})}, key=int)
+    if len(tasks) < 2:
+        return []
+    width = max(len(mode) for mode in report["modes"])
+    lines = ["", "per task: " + "  ".join(f"task {t}".rjust(8) for t in tasks)]
+    for mode, m in report["modes"].items():
+        cells = [f"{m['tasks'][t]['successes']}/{m['tasks'][t]['episodes']}" if t in m.get("tasks", {}) else "-"
+                 for t in tasks]
+        lines.append(mode.ljust(max(width, 9)) + " " + "  ".join(c.rjust(8) for c in cells))
+    return lines
 
 
 def write_report(report: dict[str, Any], path: str | Path) -> None:
@@ -196,7 +222,7 @@ def run_eval(config: EvalConfig) -> int:
         report = evaluate(client, info, env_id, modes=config.modes, episodes=config.episodes,
                           seed=config.seed, stream=config.stream, force_env=config.force_env,
                           progress=config.progress, pairs=protocol.pairs, min_cells=protocol.min_cells,
-                          max_steps=protocol.max_steps)
+                          max_steps=protocol.max_steps, task=protocol.task)
     finally:
         client.close()
     print(format_table(report))

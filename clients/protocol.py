@@ -18,7 +18,16 @@ for _dep in ("gymnasium", "gymnasium_robotics", "mujoco"):
         raise ImportError(f"l3p.clients.protocol needs {_dep}: pip install '{DISTRIBUTION}[sim]'", name=_dep)
 
 from l3p.sim import mazes  # noqa: E402
-from l3p.sim.envs import UnknownEnvError, evaluation_env_id, make_env  # noqa: E402
+from l3p.sim.envs import UnknownEnvError, evaluation_env_id, evaluation_tasks, make_env, task_options  # noqa: E402
+
+
+def reset_options(start: Any) -> dict[str, Any] | None:
+    """The env's reset options for an `episode_plan` start: a task number, a maze cell pair, or None."""
+    if start is None:
+        return None
+    if isinstance(start, int):
+        return {"task_id": start}
+    return mazes.reset_options(start)
 
 
 class EnvMismatchError(L3PError):
@@ -34,6 +43,7 @@ class EpisodeProtocol:
     pairs: str = "random"
     min_cells: int = mazes.MIN_FAR_CELLS
     max_steps: int | None = None  # None: the env's own time limit
+    task: int | None = None  # every episode on this evaluation task (an env with fixed tasks)
 
 
 def episode_protocol(args: Any, provenance: dict[str, Any], env_id: str) -> EpisodeProtocol:
@@ -43,11 +53,15 @@ def episode_protocol(args: Any, provenance: dict[str, Any], env_id: str) -> Epis
     trained = provenance.get("success", {}) if isinstance(provenance, dict) else {}
     trained = trained if isinstance(trained, dict) else {}
     far = trained.get("eval_pairs") == "far" and mazes.is_maze(env_id)
-    pairs = args.pairs or ("far" if far else "random")
+    pairs = args.pairs or ("far" if far else trained.get("eval_pairs") if trained.get("eval_pairs") == "tasks"
+                           else "random")
+    task = getattr(args, "task", None)
+    if task is not None:
+        pairs = "tasks"
     own = pairs == "far" and far  # the model's own far pairs: its distance and length apply
     min_cells = args.min_cells or (own and trained.get("eval_min_cells")) or mazes.MIN_FAR_CELLS
     max_steps = args.max_steps or (own and trained.get("eval_max_steps")) or None
-    return EpisodeProtocol(pairs, int(min_cells), None if max_steps is None else int(max_steps))
+    return EpisodeProtocol(pairs, int(min_cells), None if max_steps is None else int(max_steps), task)
 
 
 def open_env(env_id: str, *, render: bool = False, size: int = 480, max_steps: int | None = None) -> Any:
@@ -61,12 +75,21 @@ def open_env(env_id: str, *, render: bool = False, size: int = 480, max_steps: i
 
 
 def episode_plan(env: Any, env_id: str, episodes: int, seed: int, pairs: str = "random",
-                 min_cells: int = mazes.MIN_FAR_CELLS) -> list[tuple[int, Any]]:
-    """(env seed, maze pair or None) per episode: seeds ``seed + i``; with ``pairs="far"`` also
-    the i-th far start/goal pair of the list drawn from ``seed`` (mazes only)."""
+                 min_cells: int = mazes.MIN_FAR_CELLS, task: int | None = None) -> list[tuple[int, Any]]:
+    """(env seed, start) per episode: seeds ``seed + i``; the start is None (the env's own draw), with
+    ``pairs="far"`` the i-th far start/goal cell pair of the list drawn from ``seed`` (mazes only),
+    with ``pairs="tasks"`` an evaluation task number: ``task``, or i mod the env's tasks + 1."""
     seeds = [seed + i for i in range(episodes)]
     if pairs == "random":
         return [(s, None) for s in seeds]
+    if pairs == "tasks":
+        try:
+            n = evaluation_tasks(env)
+        except UnknownEnvError as err:
+            raise EnvMismatchError(f"--pairs tasks: {err}") from None
+        if task is not None and not 1 <= task <= n:
+            raise EnvMismatchError(f"--task {task}: {env_id} has tasks 1..{n}")
+        return [(s, task if task is not None else task_options(env, i)["task_id"]) for i, s in enumerate(seeds)]
     if not mazes.is_maze(env_id):
         raise EnvMismatchError(f"--pairs {pairs} needs a maze env, not {env_id}")
     try:

@@ -26,6 +26,7 @@ class EpisodeResult:
     latencies_s: list[float]  # per step, client-side round trip
     resumes: int = 0  # sessions replaced after their server was lost
     pair: tuple[tuple[int, int], tuple[int, int]] | None = None  # maze start / goal cells, if pinned
+    task: int | None = None  # the env's evaluation task, if pinned to one
     # A robot that can fall (its env declares a torso, e.g. the ant): the step after which it first
     # lay fallen, None if it stayed up. can_fall False: the question does not apply.
     can_fall: bool = False
@@ -51,6 +52,8 @@ class EpisodeResult:
         }
         if self.pair is not None:
             out["pair"] = {"start_cell": list(self.pair[0]), "goal_cell": list(self.pair[1])}
+        if self.task is not None:
+            out["task"] = self.task
         if self.can_fall:
             out["fell_at"] = self.fell_at
         return out

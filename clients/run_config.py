@@ -52,9 +52,13 @@ def parse_modes(text: str) -> tuple[str, ...]:
 class ProtocolOptions:
     """Which episodes to run; each unset option follows the model's own evaluation protocol."""
 
-    pairs: str | None = option(None, "start/goal draw: the env's own (random), or for mazes a fixed list of "
-                                     "pairs >= --min-cells apart by BFS, seeded by --seed (far); default: how "
-                                     "the model was evaluated in training", choices=("random", "far"), group=PROTOCOL)
+    pairs: str | None = option(None, "start/goal draw: the env's own (random); for mazes a fixed list of "
+                                     "pairs >= --min-cells apart by BFS, seeded by --seed (far); for an env with "
+                                     "fixed evaluation tasks (OGBench's five) episode i on task i mod 5 + 1 "
+                                     "(tasks); default: how the model was evaluated in training",
+                               choices=("random", "far", "tasks"), group=PROTOCOL)
+    task: int | None = option(None, "every episode on this one evaluation task of the env (OGBench's 1..5)",
+                              parse=_positive_int, metavar="K", group=PROTOCOL)
     min_cells: int | None = option(None, "--pairs far: start and goal cells at least K cells apart by BFS "
                                          f"(default: the model's evaluation protocol, else {MIN_FAR_CELLS})",
                                    parse=_positive_int, metavar="K", group=PROTOCOL)

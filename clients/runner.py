@@ -45,6 +45,7 @@ from l3p.clients.protocol import (
     episode_plan,
     episode_protocol,
     open_env,
+    reset_options,
     served_env_id,
 )
 from l3p.clients.results import EpisodeResult, RunResult, percentile_ms
@@ -70,14 +71,15 @@ def run_episode(
     mode: str,
     stream: bool = False,
     video: VideoRecorder | None = None,
-    pair: tuple[tuple[int, int], tuple[int, int]] | None = None,
+    pair: tuple[tuple[int, int], tuple[int, int]] | int | None = None,
     record: bool = False,
 ) -> EpisodeResult:
-    """One episode: reset with ``seed`` (pinned to a maze ``pair`` if given), act until the env's
-    time limit. ``mode`` is a variant, ``MODE[@key=value...]``."""
+    """One episode: reset with ``seed`` (pinned to a maze cell ``pair``, or an evaluation task
+    number, if given: an `episode_plan` start), act until the env's time limit. ``mode`` is a
+    variant, ``MODE[@key=value...]``."""
     planner_mode, overrides = parse_variant(mode)
     adapter = goal_adapter(env)
-    obs, info = env.reset(seed=seed, options=mazes.reset_options(pair) if pair else None)
+    obs, info = env.reset(seed=seed, options=reset_options(pair))
     open_episode = client.stream_episode if stream else client.episode
     latencies, replans, steps, fell_at = [], 0, 0, None
     can_fall = adapter.can_fall
@@ -112,7 +114,8 @@ def run_episode(
         replans=int(replans),
         latencies_s=latencies,
         resumes=ep.resumes,
-        pair=pair,
+        pair=None if isinstance(pair, int) else pair,
+        task=pair if isinstance(pair, int) else None,
         can_fall=can_fall,
         fell_at=fell_at,
         trajectory=np.array(trajectory) if record else None,
@@ -135,10 +138,11 @@ def run_episodes(
     pairs: str = "random",
     min_cells: int = mazes.MIN_FAR_CELLS,
     record: bool = False,
+    task: int | None = None,
 ) -> RunResult:
     """Episodes ``seed + i`` for ``i < episodes`` under one planner variant (see `episode_plan`)."""
     result = RunResult(env_id=env_id, mode=mode, stream=stream, episodes=[])
-    for i, (env_seed, pair) in enumerate(episode_plan(env, env_id, episodes, seed, pairs, min_cells)):
+    for i, (env_seed, pair) in enumerate(episode_plan(env, env_id, episodes, seed, pairs, min_cells, task)):
         ep = run_episode(client, env, index=i, seed=env_seed, mode=mode, stream=stream, video=video,
                          pair=pair, record=record)
         result.episodes.append(ep)
@@ -167,7 +171,8 @@ def run(config: RunConfig) -> RunResult:
             print(f"{env_id}: {config.episodes} episodes, {seeds_text(config.seed, config.episodes)}", flush=True)
 
             def report(ep: EpisodeResult) -> None:
-                pair = f"  cells {ep.pair[0]} -> {ep.pair[1]}" if ep.pair else ""
+                pair = (f"  cells {ep.pair[0]} -> {ep.pair[1]}" if ep.pair else
+                        f"  task {ep.task}" if ep.task is not None else "")
                 print(f"episode {ep.index:3d}  seed {ep.env_seed}{pair}  "
                       f"{'success' if ep.success else 'failure'}  "
                       f"final distance {ep.final_distance:.3f}  steps {ep.steps}  "
@@ -178,7 +183,7 @@ def run(config: RunConfig) -> RunResult:
             return run_episodes(client, env, env_id, episodes=config.episodes, seed=config.seed,
                                 mode=config.planner, stream=config.stream, video=video,
                                 on_episode=report if config.progress else None, pairs=protocol.pairs,
-                                min_cells=protocol.min_cells)
+                                min_cells=protocol.min_cells, task=protocol.task)
         finally:
             if video is not None:
                 video.close()

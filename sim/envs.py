@@ -339,14 +339,20 @@ def evaluation_env_id(env_id: str) -> str:
         close_env(env)
 
 
-def task_options(env: gym.Env, episode: int) -> dict[str, int]:
-    """Reset options for episode ``episode`` of an env with fixed evaluation tasks (``num_tasks``,
-    ``reset(options={"task_id": k})``, as OGBench's): task ``episode mod num_tasks + 1``."""
+def evaluation_tasks(env: gym.Env) -> int:
+    """How many fixed evaluation tasks the env declares (``num_tasks``; reset with
+    ``options={"task_id": k}``, k = 1..num_tasks, as OGBench's envs)."""
     n = getattr(env.unwrapped, "num_tasks", None)
     if not n:
         raise UnknownEnvError(f"{env.spec.id if env.spec else type(env.unwrapped).__name__} has no evaluation tasks "
                               f"(num_tasks); use random or far start/goal pairs")
-    return {"task_id": episode % int(n) + 1}
+    return int(n)
+
+
+def task_options(env: gym.Env, episode: int) -> dict[str, int]:
+    """Reset options for episode ``episode`` of an env with fixed evaluation tasks: task
+    ``episode mod num_tasks + 1``."""
+    return {"task_id": episode % evaluation_tasks(env) + 1}
 
 
 def env_spec(env: gym.Env) -> EnvSpec:

@@ -162,5 +162,23 @@ def test_an_offline_and_an_online_model_serve_and_answer_alike(dataset, untraine
                     assert np.all(np.abs(step.action) <= 1.0)
                     obs = episode_env.step(np.asarray(step.action))[0]
         assert {m.info.model for m in client.list_models().models} == {"maze-offline", "reach-online"}
+
+        # OGBench's protocol through gRPC: episode i on task i mod 5 + 1, a row per task; or one task.
+        from l3p.clients.evaluate import evaluate, format_table
+
+        maze = PlannerClient(server.target, model="maze-offline")
+        info = maze.model_info()
+        report = evaluate(maze, info, info.env_id, modes=("l3p", "policy"), episodes=6, seed=2_000_000_000,
+                          progress=False, pairs="tasks", max_steps=20)
+        for mode in ("l3p", "policy"):
+            m = report["modes"][mode]
+            assert [e["task"] for e in m["per_episode"]] == [1, 2, 3, 4, 5, 1]
+            assert {t: r["episodes"] for t, r in m["tasks"].items()} == {"1": 2, "2": 1, "3": 1, "4": 1, "5": 1}
+            assert sum(r["successes"] for r in m["tasks"].values()) == m["successes"]
+        assert report["pairs"] == "tasks" and "per task:" in format_table(report)
+        one = evaluate(maze, info, info.env_id, modes=("policy",), episodes=3, seed=7, progress=False,
+                       pairs="tasks", max_steps=5, task=4)
+        assert one["task"] == 4 and [e["task"] for e in one["modes"]["policy"]["per_episode"]] == [4, 4, 4]
+        maze.close()
     env.close()
     reach.close()

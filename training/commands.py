@@ -52,9 +52,7 @@ def run_train(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as exc:
             raise TrainArgumentError(f"bad --set: {exc}") from None
         _check_placement(args, trainer.cfg)
-        at = (f"{trainer.agent.optimizer_steps} optimizer steps" if offline
-              else f"{trainer.progress.env_steps} env steps")
-        print(f"resuming {args.resume} at {at}", file=sys.stderr)
+        print(f"resuming {args.resume} at {trainer.progress_text()}", file=sys.stderr)
     else:
         cfg = train_config(args)
         _check_placement(args, cfg)
@@ -74,9 +72,7 @@ def run_train(args: argparse.Namespace) -> int:
         progress = trainer.train(show_progress=not args.no_progress, stop=stop)
     if stop.is_set():
         run = trainer.run_dir
-        at = (f"{trainer.agent.optimizer_steps} optimizer steps" if trainer.cfg.dataset is not None
-              else f"{progress.env_steps} env steps")
-        print(f"stopped at {at}; checkpoint saved in {run}\n"
+        print(f"stopped at {trainer.progress_text()}; checkpoint saved in {run}\n"
               f"  continue: l3p train --resume {run}\n  export:   l3p export {run} BUNDLE_DIR", file=sys.stderr)
         return INTERRUPTED
     bundle_dir = Path(args.export) if args.export else trainer.run_dir / "bundle"

@@ -97,6 +97,7 @@ class OfflineTrainer(Trainer):
         self.progress = Progress()
         self._collector = None
         self._pending = None
+        self._scalars = None  # TensorBoard, opened at the first evaluation
 
     def dataset_record(self) -> dict:
         meta = self.dataset.metadata
@@ -113,8 +114,8 @@ class OfflineTrainer(Trainer):
         target = cfg.offline_updates if until_updates is None else min(until_updates, cfg.offline_updates)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.json").write_text(cfg.dumps())
-        bar = tqdm(total=target, initial=agent.optimizer_steps, unit="update", disable=not show_progress,
-                   dynamic_ncols=True, desc=f"{cfg.env_id} (offline)")
+        bar = tqdm(total=target, initial=agent.optimizer_steps, unit="update", dynamic_ncols=True,
+                   disable=None if show_progress else True, desc=f"{cfg.env_id} (offline)")
         metrics: dict[str, list[float]] = {}
         while agent.optimizer_steps < target:
             t0 = time.perf_counter()
@@ -148,6 +149,9 @@ class OfflineTrainer(Trainer):
                 self.save_checkpoint()
                 break
         bar.close()
+        if self._scalars is not None:
+            self._scalars.close()
+            self._scalars = None
         return p
 
     # ----- checkpoints: no replay (the dataset is it) -----

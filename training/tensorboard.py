@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 FOLDER = "tensorboard"
-STEP = "env_steps"  # the x axis, as in progress.csv and learning_curve.png
+STEP = "env_steps"  # the x axis, as in progress.csv and learning_curve.png (offline: optimizer steps)
 
 
 def available() -> bool:
@@ -18,9 +18,10 @@ def available() -> bool:
 
 
 class ScalarLog:
-    """One scalar per numeric column of each evaluation row, at that row's env steps."""
+    """One scalar per numeric column of each evaluation row, at that row's ``step`` column."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, step: str = STEP):
+        self._step = step
         self._writer: Any = None
         if available():
             from torch.utils.tensorboard import SummaryWriter
@@ -34,9 +35,9 @@ class ScalarLog:
     def write(self, row: dict[str, Any]) -> None:
         if self._writer is None:
             return
-        step = int(row[STEP])
+        step = int(row[self._step])
         for key, value in row.items():
-            if key == STEP or not isinstance(value, numbers.Real) or isinstance(value, bool):
+            if key == self._step or not isinstance(value, numbers.Real) or isinstance(value, bool):
                 continue
             if math.isfinite(value):
                 self._writer.add_scalar(key, float(value), global_step=step)

@@ -321,16 +321,22 @@ class Trainer:
         row.update({k: float(np.mean(v)) for k, v in metrics.items()})
         if agent.clusters_ready:
             plot_landmarks(agent.landmarks(), self.replay.sample_goals(2000, np.random.default_rng(0)),
-                           self.run_dir / "landmarks.png", f"{self.cfg.env_id}: landmarks at {p.env_steps} env steps",
+                           self.run_dir / "landmarks.png", f"{self.cfg.env_id}: landmarks at {self.progress_text()}",
                            self.cfg.env_id, agent.value_fn, self.cfg.planner.d_max)
         p.wall_time_s += time.perf_counter() - t0
         p.history.append(row)
         if self._scalars is None:
-            self._scalars = ScalarLog(self.run_dir)
+            self._scalars = ScalarLog(self.run_dir, "env_steps" if self.cfg.dataset is None else "optimizer_steps")
         self._scalars.write(row)
         self.save_snapshot()
         self._write_logs()
         return row
+
+    def progress_text(self) -> str:
+        """How far the run is: env steps, or optimizer steps for a run trained offline."""
+        if self.cfg.dataset is not None:
+            return f"{self.agent.optimizer_steps} optimizer steps"
+        return f"{self.progress.env_steps} env steps"
 
     def _write_logs(self) -> None:
         history = self.progress.history
