@@ -12,10 +12,12 @@ bridge -> server against the gRPC runner (``l3p eval``'s own ``run_episodes``) o
 the same run: successes and the largest action difference.
 
 --latency: N simulated FetchPush robots at RATE Hz (each its own process), served (a) by one
-bridge process for all N (namespaces /r0 ... /rN-1) and (b) by one bridge process per robot. Per
+bridge process for all N (namespaces /r0 ... /rN-1; also for 1 robot alone) and (b) by one bridge
+process per robot. Per
 setup: the robot's observation-published -> action-received time, the bridge's own gRPC stream
 step in the same run (the reference), their p50 ratio, and the control periods in which no action
-answered the observation (missed).
+answered the observation (missed). The ROS 2 floor: the round trip to a node that answers in its
+callback, with no planner (two rclpy hops, nothing else).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -110,12 +113,67 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def echo_node() -> None:
+    """The ROS 2 floor: a node answering each observation (25 floats) with an action (4 floats) in
+    its subscription callback, no planner behind it."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_msgs.msg import Float64MultiArray
+
+    rclpy.init()
+    node = rclpy.create_node("l3p_echo")
+    pub = node.create_publisher(Float64MultiArray, "/echo/commands", 10)
+    node.create_subscription(Float64MultiArray, "/echo/observation",
+                             lambda m: pub.publish(Float64MultiArray(data=[0.0] * 4)), 10)
+    print("READY", flush=True)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except KeyboardInterrupt:
+        pass
+
+
+def ros2_floor(steps: int) -> dict:
+    """Round trips to `echo_node` from a participant built like the sim robot (its executor in a
+    thread, answers handed over through a queue)."""
+    import queue
+
+    from std_msgs.msg import Float64MultiArray
+
+    echo = h.Process([sys.executable, str(Path(__file__).resolve()), "--echo-node"], "echo")
+    echo.wait_ready()
+    probe = h.Probe()
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+    probe.node.create_subscription(Float64MultiArray, "/echo/commands", lambda m: answers.put(time.perf_counter()), 10)
+    pub = probe.publisher("/echo/observation", Float64MultiArray)
+    probe.wait_for(lambda: pub.get_subscription_count() > 0, 20, "the echo node")
+    time.sleep(0.5)
+    rtt = []
+    try:
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            pub.publish(Float64MultiArray(data=[0.1] * 25))
+            rtt.append(answers.get(timeout=10) - t0)
+            time.sleep(0.002)  # about a sim step
+    finally:
+        probe.close()
+        echo.stop(signal.SIGINT)
+    ms = np.asarray(rtt) * 1e3
+    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)), "n": len(rtt)}
+
+
 def latency(args: argparse.Namespace) -> dict:
+    floor = ros2_floor(1000)
     server = h.start_server(h.MODELS / "FetchPush-v4")
     try:
-        return {"rate_hz": args.rate, "episodes_per_robot": args.episodes,
-                "setups": [latency_setup(args, server, per_process=False),
-                           latency_setup(args, server, per_process=True)]}
+        setups = []
+        for robots in sorted({1, args.robots}):
+            sub = argparse.Namespace(**{**vars(args), "robots": robots})
+            setups.append(latency_setup(sub, server, per_process=False))
+        setups.append(latency_setup(args, server, per_process=True))
+        return {"rate_hz": args.rate, "episodes_per_robot": args.episodes, "ros2_echo_rtt_ms": floor,
+                "setups": setups}
     finally:
         server.stop()
 
@@ -130,7 +188,9 @@ def table(result: dict) -> str:
                      f"bridge gRPC step p50 {r['bridge_grpc_step_ms']['p50']:.2f} ms")
     lat = result.get("latency")
     if lat:
-        lines.append(f"latency at {lat['rate_hz']:g} Hz ({lat['episodes_per_robot']} FetchPush episodes per robot)")
+        lines.append(f"latency at {lat['rate_hz']:g} Hz ({lat['episodes_per_robot']} FetchPush episodes per robot); "
+                     f"ROS 2 floor (echo node round trip) p50 {lat['ros2_echo_rtt_ms']['p50']:.2f} ms, "
+                     f"p99 {lat['ros2_echo_rtt_ms']['p99']:.2f} ms")
         head = ("setup", "robots", "obs->action p50/p99 ms", "gRPC step p50/p99 ms", "ratio p50", "missed",
                 "bridge CPU ms/step")
         rows = [head] + [(s["setup"], str(s["robots"]),
@@ -153,7 +213,11 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--episodes", type=int, default=3, help="--latency: episodes per robot")
     parser.add_argument("--out", metavar="JSON")
+    parser.add_argument("--echo-node", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.echo_node:
+        echo_node()
+        return 0
     if os.environ.get("L3P_IN_NETNS") != "1":
         reason = h.netns_unavailable()
         if reason:

@@ -56,9 +56,18 @@ def child_env() -> dict[str, str]:
 
 
 def in_netns(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess:
+    """``argv`` in a new network namespace, in a process group of its own: on a timeout the whole
+    group (the scenario and every process it started) is killed, then TimeoutExpired is raised."""
     script = f"{NETNS_SETUP} && exec " + " ".join(_quote(a) for a in argv)
-    return subprocess.run(["unshare", "-n", "bash", "-c", script], capture_output=True, text=True,
-                          timeout=timeout_s, env=child_env(), cwd=ROOT)
+    proc = subprocess.Popen(["unshare", "-n", "bash", "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"{argv[-2:]} ran past {timeout_s:g} s; killed.\n{out[-3000:]}\n{err[-5000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _quote(arg: str) -> str:

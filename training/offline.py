@@ -29,7 +29,7 @@ from l3p.sim.envs import VecGoalEnv, evaluation_env_id
 from l3p.training.agent import L3PAgent
 from l3p.training.config import TrainConfig
 from l3p.training.replay import EpisodeReplay, within_radius
-from l3p.training.trainer import (CHECKPOINT, CheckpointError, ConfigError, Progress, Trainer, _add, load_checkpoint,
+from l3p.training.trainer import (CHECKPOINT, CheckpointError, ConfigError, Progress, Trainer, load_checkpoint,
                                   run_provenance, snapshot_path)
 
 
@@ -122,31 +122,13 @@ class OfflineTrainer(Trainer):
             if not agent.clusters_ready and agent.optimizer_steps >= cfg.landmarks_after_updates:
                 agent.init_clusters(self.replay.sample_goals(cfg.gls_sample, self.rng), self.rng)
             steps = min(cfg.updates_per_cycle, target - agent.optimizer_steps)
-            for _ in range(steps):
-                batch = self.replay.sample(cfg.batch_size, self.rng, self.reward_fn, cfg.relabel_p, cfg.future_step,
-                                           self.failed_fn, in_sample=True, random_goal_p=cfg.random_goal_p)
-                _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
-                if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
-                    agent.update_targets()
-            for row in agent.drain():
-                _add(metrics, row)
-            if not cfg.target_update_every:
-                agent.update_targets()
+            self._learn(steps, metrics)
             p.cycle += 1
             p.wall_time_s += time.perf_counter() - t0
             bar.update(steps)
             if on_cycle is not None:
                 on_cycle(p)
-            last = agent.optimizer_steps >= target
-            if p.cycle % cfg.eval_every_cycles == 0 or last:
-                row = self._evaluate(metrics)
-                metrics = {}
-                bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
-                                 if k.startswith("success_")})
-            if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
-                self.save_checkpoint()
-            if stop is not None and stop.is_set():
-                self.save_checkpoint()
+            if self._end_cycle(metrics, agent.optimizer_steps >= target, bar, stop):
                 break
         bar.close()
         if self._scalars is not None:

@@ -274,16 +274,7 @@ class Trainer:
                 # (in the collector process; inline, right here, first).
                 self._collector.submit(self._collect_request())
                 if not episodes.warmup:
-                    for _ in range(cfg.updates_per_cycle):
-                        batch = self.replay.sample(cfg.batch_size, self.rng, self.reward_fn, cfg.relabel_p,
-                                                   cfg.future_step, self.failed_fn)
-                        _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
-                        if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
-                            agent.update_targets()
-                    for row in agent.drain():  # the overlapped landmark-model steps; V etc. are read next
-                        _add(metrics, row)
-                    if not cfg.target_update_every:
-                        agent.update_targets()
+                    self._learn(cfg.updates_per_cycle, metrics)
                 p.cycle += 1
                 # n_envs episodes, or fewer when the learner runs ahead of slow workers (max_staleness)
                 steps = len(episodes.goal) * self.spec.max_steps
@@ -293,22 +284,47 @@ class Trainer:
                 if on_cycle is not None:
                     on_cycle(p)
 
-                last = p.env_steps >= target
-                if p.cycle % cfg.eval_every_cycles == 0 or last:
-                    row = self._evaluate(metrics)
-                    metrics = {}
-                    bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
-                                     if k.startswith("success_")})
-                if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
-                    self.save_checkpoint()
-                if stop is not None and stop.is_set():
-                    self.save_checkpoint()
+                if self._end_cycle(metrics, p.env_steps >= target, bar, stop):
                     break
         bar.close()
         if self._scalars is not None:
             self._scalars.close()
             self._scalars = None
         return p
+
+    def _learn(self, steps: int, metrics: dict[str, list[float]]) -> None:
+        """``steps`` optimizer steps on relabelled replay batches (offline: in-sample, with random
+        goals), the targets on their schedule; the losses go to ``metrics``."""
+        cfg, agent = self.cfg, self.agent
+        offline = cfg.dataset is not None
+        for _ in range(steps):
+            batch = self.replay.sample(cfg.batch_size, self.rng, self.reward_fn, cfg.relabel_p, cfg.future_step,
+                                       self.failed_fn, in_sample=offline,
+                                       random_goal_p=cfg.random_goal_p if offline else 0.0)
+            _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
+            if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
+                agent.update_targets()
+        for row in agent.drain():  # the overlapped landmark-model steps; V etc. are read next
+            _add(metrics, row)
+        if not cfg.target_update_every:
+            agent.update_targets()
+
+    def _end_cycle(self, metrics: dict[str, list[float]], last: bool, bar: Any,
+                   stop: threading.Event | None) -> bool:
+        """Evaluate and checkpoint when due (and after the ``last`` cycle); True when a stop was asked
+        (checkpointed)."""
+        cfg, p = self.cfg, self.progress
+        if p.cycle % cfg.eval_every_cycles == 0 or last:
+            row = self._evaluate(metrics)
+            metrics.clear()
+            bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
+                             if k.startswith("success_")})
+        if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
+            self.save_checkpoint()
+        if stop is not None and stop.is_set():
+            self.save_checkpoint()
+            return True
+        return False
 
     def _evaluate(self, metrics: dict[str, list[float]]) -> dict:
         p, agent = self.progress, self.agent

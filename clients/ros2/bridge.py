@@ -25,6 +25,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import signal
 import threading
 import time
@@ -77,13 +78,17 @@ class BridgeStartError(L3PError):
 
 
 def new_executor() -> Any:
-    """rclpy's EventsExecutor where this rclpy has it (Kilted; its wait loop runs in C++, which
-    halves the time a message spends in the executor), else the SingleThreadedExecutor."""
-    try:
-        from rclpy.experimental import EventsExecutor
-    except ImportError:
-        return SingleThreadedExecutor()
-    return EventsExecutor()
+    """rclpy's EventsExecutor where this rclpy has it (Kilted: its wait loop runs in C++), else the
+    SingleThreadedExecutor. Spun with ``spin_once`` from the main thread only: its ``spin`` on
+    another thread starved every Python thread of the process here."""
+    if os.environ.get("L3P_ROS2_EXECUTOR", "events") == "events":
+        try:
+            from rclpy.experimental import EventsExecutor
+        except ImportError:
+            pass
+        else:
+            return EventsExecutor()
+    return SingleThreadedExecutor()
 
 
 def topic(namespace: str, name: str) -> str:
@@ -468,13 +473,11 @@ class Bridge:
     def run(self) -> None:
         executor = new_executor()
         executor.add_node(self.node)
-        spinner = threading.Thread(target=executor.spin, name="l3p-ros2-executor", daemon=True)
-        spinner.start()
         for robot in self.robots:
             robot.start()
         try:
-            while not self._stopping.wait(0.5):
-                pass
+            while not self._stopping.is_set():
+                executor.spin_once(timeout_sec=0.1)
         finally:
             for robot in self.robots:
                 robot.stop()
@@ -483,8 +486,7 @@ class Bridge:
             for robot in self.robots:
                 if robot.recorder is not None:
                     robot.recorder.save()
-            time.sleep(0.05)  # let the last status and holds go out
-            executor.shutdown(timeout_sec=1.0)
+            executor.spin_once(timeout_sec=0.05)  # let the last status and holds go out
             self.node.destroy_node()
             rclpy.try_shutdown()
             self.client.close()

@@ -30,11 +30,11 @@ import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus
 from geometry_msgs.msg import PointStamped
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool, Float64MultiArray
 
-from l3p.clients.ros2.bridge import new_executor
 from l3p.clients.ros2.config import Topics
 from l3p.clients.ros2.convert import array_message, point_message
 from l3p.clients.runner import episode_plan, open_env
@@ -102,7 +102,7 @@ class SimRobot:
         self.node.create_subscription(DiagnosticStatus, t.status, self._on_status, qos)
         self._status: dict[str, str] = {}
         self._status_cv = threading.Condition()
-        self.executor = new_executor()
+        self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self._spin = threading.Thread(target=self.executor.spin, daemon=True)
         self._spin.start()
