@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -66,9 +67,10 @@ def equality(args: argparse.Namespace) -> dict:
     return out
 
 
-def _sim(ns: str, args: argparse.Namespace, work: Path) -> h.Process:
+def _sim(ns: str, args: argparse.Namespace, work: Path, start_at: float) -> h.Process:
     return h.Process(h.l3p("ros2", "sim", "--env", "FetchPush-v4", "--namespace", ns, "--episodes",
                            str(args.episodes), "--seed", "2000000000", "--rate", str(args.rate),
+                           "--start-at", str(start_at),
                            "--out", str(work / f"sim{ns.replace('/', '_')}.json")), f"sim {ns}")
 
 
@@ -76,19 +78,33 @@ def latency_setup(args: argparse.Namespace, server: object, per_process: bool) -
     work = Path(tempfile.mkdtemp(prefix="l3p-ros2-bench-"))
     names = [f"/r{i}" for i in range(args.robots)]
     groups = [[n] for n in names] if per_process else [names]
-    bridges = [h.bridge_process(h.bridge_config(server.target, robots=g, observation_timeout_s=2.0), work,
+    extra = {k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.bridge_set)}
+    bridges = [h.bridge_process(h.bridge_config(server.target, robots=g, observation_timeout_s=2.0, **extra), work,
                                 name=f"bridge{i}") for i, g in enumerate(groups)]
-    cpu0 = [_cpu_s(b.proc.pid) for b, _ in bridges]
-    t0 = time.perf_counter()
-    sims = [_sim(ns, args, work) for ns in names]
-    for s in sims:
-        s.proc.wait(timeout=900)
-        if s.proc.returncode != 0:
-            raise RuntimeError(f"{s.name} failed:\n{s.output()}")
-    wall = time.perf_counter() - t0
-    cpu = sum(_cpu_s(b.proc.pid) - c for (b, _), c in zip(bridges, cpu0))
-    for b, _ in bridges:
-        b.stop()
+    # The robots start together, once every sim has imported its simulator (seconds of CPU each),
+    # their control periods spread over the period as independent robots' clocks would be.
+    start_at = time.time() + 4.0 + 2.5 * len(names)
+    sims = [_sim(ns, args, work, start_at + i / args.rate / len(names)) for i, ns in enumerate(names)]
+    time.sleep(max(0.0, start_at - time.time()))
+    try:
+        server_cpu0 = _cpu_s(server.proc.pid)
+        cpu0 = [_cpu_s(b.proc.pid) for b, _ in bridges]
+        sims_cpu0 = sum(_cpu_s(sim.proc.pid) for sim in sims)
+        children0 = _children_cpu_s()
+        t0 = time.perf_counter()
+        for s in sims:
+            s.proc.wait(timeout=900)
+            if s.proc.returncode != 0:
+                raise RuntimeError(f"{s.name} failed:\n{s.output()}")
+        wall = time.perf_counter() - t0
+        cpu = sum(_cpu_s(b.proc.pid) - c for (b, _), c in zip(bridges, cpu0))
+        sims_cpu = _children_cpu_s() - children0 - sims_cpu0  # the sims, reaped above; the bridges still run
+        server_cpu = _cpu_s(server.proc.pid) - server_cpu0
+    finally:
+        for sim in sims:
+            sim.stop()
+        for b, _ in bridges:
+            b.stop()
     results = [json.loads((work / f"sim{ns.replace('/', '_')}.json").read_text()) for ns in names]
     rtt = np.array([t for r in results for e in r["episodes"] for t in e["rtt_s"]]) * 1e3
     grpc = np.array([t for _, path in bridges for s in json.loads(path.read_text()).values()
@@ -104,8 +120,16 @@ def latency_setup(args: argparse.Namespace, server: object, per_process: bool) -
         "missed_periods": int(sum(r["missed"] for r in results)),
         "successes": int(sum(r["successes"] for r in results)),
         "bridge_cpu_s_per_step_ms": 1e3 * cpu / max(steps, 1),
+        "cores_used": {"bridges": cpu / wall, "server": server_cpu / wall, "sims": sims_cpu / wall},
         "wall_s": wall,
     }
+
+
+def _children_cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _cpu_s(pid: int) -> float:
@@ -192,12 +216,14 @@ def table(result: dict) -> str:
                      f"ROS 2 floor (echo node round trip) p50 {lat['ros2_echo_rtt_ms']['p50']:.2f} ms, "
                      f"p99 {lat['ros2_echo_rtt_ms']['p99']:.2f} ms")
         head = ("setup", "robots", "obs->action p50/p99 ms", "gRPC step p50/p99 ms", "ratio p50", "missed",
-                "bridge CPU ms/step")
+                "bridge CPU ms/step", "cores: bridge/server/sims")
         rows = [head] + [(s["setup"], str(s["robots"]),
                           f"{s['obs_to_action_ms']['p50']:.2f} / {s['obs_to_action_ms']['p99']:.2f}",
                           f"{s['grpc_step_ms']['p50']:.2f} / {s['grpc_step_ms']['p99']:.2f}",
                           f"{s['ratio_p50']:.2f}", f"{s['missed_periods']}/{s['steps']}",
-                          f"{s['bridge_cpu_s_per_step_ms']:.3f}") for s in lat["setups"]]
+                          f"{s['bridge_cpu_s_per_step_ms']:.3f}",
+                          "/".join(f"{s['cores_used'][k]:.2f}" for k in ("bridges", "server", "sims")))
+                         for s in lat["setups"]]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(lines)
@@ -212,6 +238,8 @@ def main() -> int:
     parser.add_argument("--robots", type=int, default=8)
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--episodes", type=int, default=3, help="--latency: episodes per robot")
+    parser.add_argument("--bridge-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="--latency: a bridge setting, e.g. stream=false")
     parser.add_argument("--out", metavar="JSON")
     parser.add_argument("--echo-node", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

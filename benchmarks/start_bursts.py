@@ -44,7 +44,8 @@ def checkout_server(checkout: Path, scratch: Path) -> tuple[str, Path]:
         return "serving.server", checkout
     tree = Path(tempfile.mkdtemp(dir=scratch))
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(checkout / "l3p", tree / "l3p", ignore=skip)
+    apps = checkout / "apps" if (checkout / "apps").is_dir() else checkout / "l3p"  # the apps' folder, then and now
+    shutil.copytree(apps, tree / "l3p", ignore=skip)
     for name in SUBPACKAGES:
         shutil.copytree(checkout / name, tree / "l3p" / name, ignore=skip)
     module = "l3p.serving" if (checkout / "serving" / "__main__.py").is_file() else "l3p.serving.server"

@@ -7,9 +7,9 @@ the trainer, the runner, the evaluator, ``l3p run --video`` and ``l3p plot`` han
 - ``observation`` = ``achieved_goal`` = the point's x, y in OGBench's own coordinates (OGBench's
   observation); ``desired_goal`` = the goal's x, y; actions in [-1, 1]^2 (OGBench moves the point by
   0.2 x action per step); 1,000 steps, OGBench's evaluation length.
-- Success is OGBench's own flag (within 1 m of the goal). OGBench ends an evaluation episode at the
-  first success; this env keeps stepping (episodes here are stepped in lockstep) and keeps
-  ``info["success"]`` at 1 from the first success on, so the episode counts as OGBench counts it.
+- Success is OGBench's own flag (within 1 m of the goal). As OGBench's evaluation, the episode
+  terminates at the first success (``terminated``); stepped on anyway (envs stepped in lockstep do),
+  ``info["success"]`` stays 1, so the episode counts as OGBench counts it.
 - Starts and goals: ``reset(options={"task_id": k})`` for OGBench's five evaluation tasks
   (k = 1..5: fixed start and goal cells), ``{"reset_cell": ..., "goal_cell": ...}`` for cells of
   the layout this env exposes (the far-pair protocol of l3p.sim.mazes), ``{"task_info": (start,
@@ -135,7 +135,8 @@ class OGBenchPointMaze(gym.Env):
         self._reached = self._reached or bool(info["success"])
         obs = self._obs()
         reward = float(self.compute_reward(obs["achieved_goal"], obs["desired_goal"], None))
-        return obs, reward, False, False, {"success": float(self._reached), "success_now": float(info["success"])}
+        info = {"success": float(self._reached), "success_now": float(info["success"])}
+        return obs, reward, self._reached, False, info
 
     def compute_reward(self, achieved_goal, desired_goal, info) -> np.ndarray:
         """0 within OGBench's goal tolerance, -1 elsewhere (vectorized over a leading axis)."""

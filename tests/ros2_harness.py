@@ -132,14 +132,16 @@ class Process:
         return self.proc.returncode
 
 
-def bridge_process(config: dict[str, Any], workdir: Path, name: str = "bridge") -> tuple[Process, Path]:
+def bridge_process(config: dict[str, Any], workdir: Path, name: str = "bridge",
+                   ros_args: list[str] = ()) -> tuple[Process, Path]:
     """``l3p ros2 bridge`` with ``config`` (written as YAML, as a ROS 2 parameters file); its stats path."""
     import yaml
 
     path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"l3p_bridge": {"ros__parameters": config}}))
     stats = workdir / f"{name}-stats.json"
-    proc = Process(l3p("ros2", "bridge", "--config", str(path), "--stats", str(stats)), name)
+    argv = l3p("ros2", "bridge", "--config", str(path), "--stats", str(stats))
+    proc = Process(argv + (["--ros-args", *ros_args] if ros_args else []), name)
     proc.wait_ready()
     return proc, stats
 
@@ -391,7 +393,8 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
     server = start_server(bundle)
     port = server.port
     timeout = p["observation_timeout_s"]
-    config = bridge_config(server.target, robots=["/arm"], observation_timeout_s=timeout,
+    # The robot's namespace from ROS's own remapping (the node's namespace), not the bridge's settings.
+    config = bridge_config(server.target, observation_timeout_s=timeout,
                            observation={"type": "joint_state", "joints": joints, "fields": ["position"]},
                            act_timeout_s=0.5)
     probe = Probe()
@@ -434,7 +437,7 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
     robot_thread = threading.Thread(target=robot, daemon=True)
     bridge = None
     try:
-        bridge, stats_path = bridge_process(config, work)
+        bridge, stats_path = bridge_process(config, work, ros_args=["-r", "__ns:=/arm"])
         probe.wait_for(lambda: "/arm/status" in probe.topics(), 20, "the bridge's status topic")
         n = lambda store: len(store)  # noqa: E731
         # A goal, then observations: actions come.

@@ -354,8 +354,9 @@ def test_a_short_run_exports_a_bundle_the_server_loads_and_the_runner_drives(box
         assert r.returncode == 0, r.stderr[-2000:]
         lines = [line for line in r.stdout.splitlines() if line.startswith("episode")]
         assert len(lines) == 2 and all("steps 50" in line for line in lines)
-        summary = [line for line in r.stdout.splitlines() if line.startswith(eval_id)]
+        summary = [line for line in r.stdout.splitlines() if line.startswith(f"{eval_id}  planner")]
         assert len(summary) == 1 and summary[0].startswith(f"{eval_id}  planner l3p")
+        assert r.stdout.startswith(f"{eval_id}: 2 episodes, seeds 3..4 (training range)\n")  # seeds announced
         # Another env with the same dims is refused unless forced, as for any model.
         r = l3p("run", "--server", server, "--env", "FetchPickAndPlace-v4", "--episodes", "1", cwd=tmp_path)
         assert r.returncode != 0 and "trained on" in r.stderr

@@ -330,7 +330,8 @@ def test_gls_is_deterministic_given_a_seed_and_spreads_points():
 # Every loss of four optimizer steps on fixed batches (the fourth with a cluster step), as computed
 # by the update before it was trimmed (per-optimizer backward, one stacked AE batch, fused Adam) and
 # split into two halves that may run in two threads: those changes may move them only by float
-# summation order.
+# summation order, and so does the CPU (the cluster loss moved by 3e-6 relative on an AVX-512
+# machine, where torch picks wider kernels).
 PINNED_LOSSES = [
     {"loss_critic": 0.684765577, "loss_actor": 0.713723779, "loss_value": 0.00246013026, "loss_ae": 1.38709223},
     {"loss_critic": 0.686861694, "loss_actor": 0.725525856, "loss_value": 0.00200626929, "loss_ae": 1.44003701},
@@ -372,7 +373,7 @@ def test_update_losses_are_pinned_on_fixed_batches(overlap):
     for step, (row, pinned) in enumerate(zip(got, PINNED_LOSSES)):
         assert row.keys() == pinned.keys()
         for k, v in pinned.items():
-            assert row[k] == pytest.approx(v, rel=2e-6), (step, k)
+            assert row[k] == pytest.approx(v, rel=1e-5), (step, k)
 
 
 def test_a_failed_overlapped_step_raises_at_drain(monkeypatch):

@@ -47,11 +47,11 @@ def test_success_is_ogbenchs_flag_and_counts_from_the_first_arrival():
     u = env.unwrapped
     env.reset(seed=0, options={"task_id": 2})
     u.inner.set_xy(u.goal + np.array([0.9, 0.0]))  # within OGBench's 1 m tolerance
-    _, reward, _, _, info = env.step(np.zeros(2))
-    assert info["success"] == 1.0 and info["success_now"] == 1.0 and reward == 0.0
-    u.inner.set_xy(u.goal + np.array([1.2, 0.0]))  # left again: OGBench would have ended the episode a success
-    _, reward, _, _, info = env.step(np.zeros(2))
-    assert info["success"] == 1.0 and info["success_now"] == 0.0 and reward == -1.0
+    _, reward, terminated, _, info = env.step(np.zeros(2))
+    assert info["success"] == 1.0 and info["success_now"] == 1.0 and reward == 0.0 and terminated
+    u.inner.set_xy(u.goal + np.array([1.2, 0.0]))  # stepped on and left again: still a success, as OGBench counts
+    _, reward, terminated, _, info = env.step(np.zeros(2))
+    assert info["success"] == 1.0 and info["success_now"] == 0.0 and reward == -1.0 and terminated
     env.reset(seed=0, options={"task_id": 2})
     assert env.step(np.zeros(2))[4]["success"] == 0.0
     np.testing.assert_array_equal(u.compute_reward(np.zeros((2, 2)), np.array([[0.5, 0.5], [3.0, 0.0]]), None), [0, -1])

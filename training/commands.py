@@ -168,7 +168,8 @@ def run_export(args: argparse.Namespace) -> int:
     command = _command_line("export", [args.checkpoint, args.out_dir],
                             [("--planner", args.planner), ("--landmarks", args.landmarks), ("--force", args.force)])
     provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
-                  "export_command": command, "source_checkpoint": str(source)}
+                  "export_command": command, "source_checkpoint": str(source),
+                  **({"dataset": state["dataset"]} if "dataset" in state else {})}
     landmarks = None
     kind = args.landmarks
     if kind == "centroids" and not agent.clusters_ready:
@@ -184,8 +185,8 @@ def run_export(args: argparse.Namespace) -> int:
             raise ExportError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}) or its dataset")
         sample = goals[np.random.default_rng(0).integers(0, len(goals), 10 * agent.cfg.gls_sample)]
         landmarks = gls_landmarks(agent, sample)
-        provenance["landmarks"] = (f"GLS: {len(landmarks)} replay achieved goals spread in the learned latent "
-                                   f"space (from {len(sample)} sampled), not decoded centroids")
+        provenance["landmarks"] = (f"GLS: {len(landmarks)} achieved goals of the run's replay or dataset, spread "
+                                   f"in the learned latent space (from {len(sample)} sampled), not decoded centroids")
     bundle_dir = export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
                                planner_overrides=planner_overrides, landmarks=landmarks, sign_key=args.sign_key)
     _add_plots(run_dir, bundle_dir, agent, landmarks)

@@ -25,7 +25,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import signal
 import threading
 import time
@@ -35,10 +34,10 @@ from typing import Any
 import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PointStamped
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
-from geometry_msgs.msg import PointStamped
 from std_msgs.msg import Bool, Float64MultiArray
 
 from l3p.clients.client import (
@@ -75,20 +74,6 @@ class BridgeStartError(L3PError):
     """The bridge cannot start: no server, a model that does not fit the configuration."""
 
     exit_code = UNAVAILABLE
-
-
-def new_executor() -> Any:
-    """rclpy's EventsExecutor where this rclpy has it (Kilted: its wait loop runs in C++), else the
-    SingleThreadedExecutor. Spun with ``spin_once`` from the main thread only: its ``spin`` on
-    another thread starved every Python thread of the process here."""
-    if os.environ.get("L3P_ROS2_EXECUTOR", "events") == "events":
-        try:
-            from rclpy.experimental import EventsExecutor
-        except ImportError:
-            pass
-        else:
-            return EventsExecutor()
-    return SingleThreadedExecutor()
 
 
 def topic(namespace: str, name: str) -> str:
@@ -148,7 +133,8 @@ class RobotLoop:
         self._stop = False
         self._obs: np.ndarray | None = None
         self._obs_seq = 0
-        self._obs_time = time.monotonic()  # the hold timer starts when the bridge does
+        self._obs_time = -math.inf  # when the newest observation arrived
+        self._watch_from = time.monotonic()  # the hold timer runs from the later of this and _obs_time
         self._goal: np.ndarray | None = None  # the goal of the running (or starting) episode
         self._goal_frame = config.frame_id
         self._new_goal = False
@@ -220,7 +206,7 @@ class RobotLoop:
                     break
                 wake = self._last_status + c.status_period_s
                 if self.episode is not None and not self._held:
-                    wake = min(wake, self._obs_time + c.observation_timeout_s)
+                    wake = min(wake, max(self._obs_time, self._watch_from) + c.observation_timeout_s)
                 if self.episode is None and self._goal is not None:
                     wake = min(wake, self._retry_start_at)
                 if wake <= now:
@@ -228,7 +214,7 @@ class RobotLoop:
                 self._cv.wait(wake - now)
             new_goal, self._new_goal = self._new_goal, False
             if new_goal:
-                self._obs_time = now  # the hold timer restarts with each episode
+                self._watch_from = now  # the hold timer restarts with each episode
             return self._stop, new_goal, self._obs, self._obs_seq, self._obs_time
 
     def _run(self) -> None:
@@ -256,7 +242,7 @@ class RobotLoop:
                             obs, self._acted_seq = self._obs, self._obs_seq
                     self._act(obs)
                     next_tick = max(next_tick + period, time.monotonic()) if period else 0.0
-            elif now - obs_time >= c.observation_timeout_s and not self._held:
+            elif now - max(obs_time, self._watch_from) >= c.observation_timeout_s and not self._held:
                 self._hold("observation_timeout", f"no observation for {c.observation_timeout_s:g} s")
             self._heartbeat()
         self._shutdown()
@@ -458,7 +444,9 @@ class Bridge:
             self.client.close()
             raise
         self._stopping = threading.Event()
-        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        # Only ROS's own arguments, never this process's command line.
+        rclpy.init(args=[node_name, *(["--ros-args", *args] if args else [])],
+                   signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node(node_name)
         self.robots = []
         for ns in config.robots:
@@ -471,7 +459,7 @@ class Bridge:
         self._stopping.set()
 
     def run(self) -> None:
-        executor = new_executor()
+        executor = SingleThreadedExecutor()
         executor.add_node(self.node)
         for robot in self.robots:
             robot.start()

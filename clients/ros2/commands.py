@@ -26,6 +26,8 @@ def add_ros2_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a setting, e.g. --set rate_hz=50 --set topics.goal=/target (repeatable)")
     bridge.add_argument("--stats", metavar="JSON", help="write per-robot counts and gRPC step latencies on exit")
     bridge.add_argument("--print-config", action="store_true", help="print the resolved settings and exit")
+    bridge.add_argument("--ros-args", nargs=argparse.REMAINDER, default=[], metavar="ROS_ARGS",
+                        help="the rest goes to ROS 2, e.g. --ros-args -r __ns:=/arm -r __node:=arm_planner")
     sim = sub.add_parser("sim", help="a simulated robot: a goal env as a ROS 2 node")
     sim.add_argument("--env", required=True, metavar="ENV", help="a goal env id, as l3p run takes it")
     sim.add_argument("--namespace", default="", help="the robot's namespace, e.g. /arm1")
@@ -39,6 +41,8 @@ def add_ros2_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--goal-type", choices=("point", "array"), default="point")
     sim.add_argument("--wait", type=float, default=30.0, metavar="S", help="longest wait for the bridge")
     sim.add_argument("--log-received", action="store_true", help="keep every command received, with its time")
+    sim.add_argument("--start-at", type=float, default=None, metavar="UNIX_TIME",
+                     help="begin the first episode at this time (to start several robots together)")
     sim.add_argument("--out", metavar="JSON", help="write the episodes (success, actions, latencies)")
 
 
@@ -52,7 +56,7 @@ def run_ros2(args: argparse.Namespace) -> int:
             return 0
         from l3p.clients.ros2.bridge import run_bridge
 
-        return run_bridge(config, stats_path=args.stats)
+        return run_bridge(config, stats_path=args.stats, ros_args=args.ros_args)
     try:
         from l3p.clients.ros2.sim_robot import SimConfig, SimRobot, summary
     except ImportError as exc:
@@ -60,7 +64,7 @@ def run_ros2(args: argparse.Namespace) -> int:
                        f"pip install '{DISTRIBUTION}[ros2,sim]'") from None
     config = SimConfig(env_id=args.env, namespace=args.namespace, episodes=args.episodes, seed=args.seed,
                        pairs=args.pairs, max_steps=args.max_steps, lockstep=args.rate is None, rate_hz=args.rate or 50.0, goal_type=args.goal_type,
-                       wait_s=args.wait, log_received=args.log_received,
+                       wait_s=args.wait, log_received=args.log_received, start_at=args.start_at,
                        **({"min_cells": args.min_cells} if args.min_cells else {}))
     robot = SimRobot(config)
 

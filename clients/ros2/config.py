@@ -190,9 +190,11 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
                 return tuple(kind(v.strip() if isinstance(v, str) else v) for v in value)
             except (TypeError, ValueError):
                 pass
-    elif isinstance(default, (int, float, str)):
+    elif isinstance(default, (int, float, str)) and not isinstance(value, (list, dict, bool)):
+        if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
+            raise BridgeConfigError(f"{name}: expected an integer, got {value!r}")
         try:
-            return type(default)(value) if not isinstance(value, (list, dict, bool)) else None
+            return type(default)(value)
         except (TypeError, ValueError):
             pass
     raise BridgeConfigError(f"{name}: expected {type(default).__name__}, got {value!r}")

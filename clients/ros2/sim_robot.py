@@ -67,6 +67,7 @@ class SimConfig:
     frame_id: str = "world"
     wait_s: float = 30.0  # the longest wait for the bridge (its status, a lockstep action)
     log_received: bool = False  # keep every command received, with its time (fault tests)
+    start_at: float | None = None  # UNIX time of the first episode (several robots started together)
 
 
 @dataclasses.dataclass
@@ -135,8 +136,7 @@ class SimRobot:
             while True:
                 goal_text = self._status.get("goal", "null")
                 seen = json.loads(goal_text) if goal_text else None
-                if (seen is not None and np.array_equal(np.float32(seen), want)
-                        and self._status.get("session") and self._status.get("step") == "0"):
+                if seen is not None and np.array_equal(np.float32(seen), want) and self._status.get("session"):
                     return
                 if time.monotonic() > deadline:
                     raise BridgeSilent(f"the bridge did not start an episode for goal {want.tolist()} "
@@ -204,6 +204,8 @@ class SimRobot:
 
     def run(self) -> list[SimEpisode]:
         plan = episode_plan(self.env, self.c.env_id, self.c.episodes, self.c.seed, self.c.pairs, self.c.min_cells)
+        if self.c.start_at is not None:
+            time.sleep(max(0.0, self.c.start_at - time.time()))
         return [self.run_episode(i, seed, pair) for i, (seed, pair) in enumerate(plan)]
 
 
