@@ -165,3 +165,16 @@ def test_a_report_missing_what_a_card_needs_is_a_one_line_error(model_copy):
     proc = l3p_card(str(model_copy))
     assert proc.returncode == 2, proc.stderr
     assert re.fullmatch(r"l3p card: error: .*lacks what a card needs \(KeyError: 'successes'\).*\n", proc.stderr)
+
+
+def test_the_ogbench_results_page_is_the_offline_models_evaluations():
+    """docs/results/ogbench.md puts our rows beside the published ones: each of ours is the card's file."""
+    text = (ROOT / "docs" / "results" / "ogbench.md").read_text()
+    cell = r"(?:\*\*)?(\d+) / (\d+) \((\d+) %\)(?:\*\*)?"
+    rows = re.findall(r"^\| [^|`]*`([\w@=.]+)`[^|]*\| " + cell + r" \| " + cell + r" \|", text, re.MULTILINE)
+    assert [r[0] for r in rows] == ["l3p", "l3p@search=hard", "naive", "policy"]
+    for variant, *cells in rows:
+        for name, (k, n, pct) in zip(("pointmaze-large-stitch", "pointmaze-giant-stitch"), (cells[:3], cells[3:])):
+            mode = json.loads((ROOT / "models" / name / EVAL).read_text())["modes"][variant]
+            assert (int(k), int(n)) == (mode["successes"], mode["episodes"]), (name, variant)
+            assert int(pct) == round(100 * mode["successes"] / mode["episodes"]), (name, variant)
