@@ -40,6 +40,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -139,9 +140,8 @@ async def run_workload(target: str, sessions, run: Run, on_step=None) -> float:
     return time.perf_counter() - started
 
 
-async def swap_run(target: str, sessions, new_version: Path, destination: Path, total_steps: int) -> tuple[Run, dict]:
-    run = Run()
-    window: dict = {}
+def swap_trigger(total_steps: int) -> tuple[asyncio.Event, Callable[[], None]]:
+    """An event set after SWAP_AT of the run's steps, and the per-step callback that counts them."""
     trigger = asyncio.Event()
     counted = [0]
 
@@ -149,6 +149,14 @@ async def swap_run(target: str, sessions, new_version: Path, destination: Path, 
         counted[0] += 1
         if counted[0] == int(SWAP_AT * total_steps):
             trigger.set()
+
+    return trigger, on_step
+
+
+async def swap_run(target: str, sessions, new_version: Path, destination: Path, total_steps: int) -> tuple[Run, dict]:
+    run = Run()
+    window: dict = {}
+    trigger, on_step = swap_trigger(total_steps)
 
     async def swapper() -> None:
         await trigger.wait()
@@ -170,14 +178,7 @@ async def copy_run(target: str, sessions, new_version: Path, destination: Path, 
     when the server first reported version 2 of "arm" current."""
     run = Run()
     window: dict = {}
-    trigger = asyncio.Event()
-    counted = [0]
-
-    def on_step() -> None:
-        counted[0] += 1
-        if counted[0] == int(SWAP_AT * total_steps):
-            trigger.set()
-
+    trigger, on_step = swap_trigger(total_steps)
     finished = asyncio.Event()
 
     async def workload() -> None:

@@ -28,7 +28,7 @@ from l3p.core.dataset import Dataset, DatasetError, load_dataset
 from l3p.sim.envs import VecGoalEnv, evaluation_env_id
 from l3p.training.agent import L3PAgent
 from l3p.training.config import TrainConfig
-from l3p.training.replay import EpisodeReplay, within_radius
+from l3p.training.replay import EpisodeReplay
 from l3p.training.trainer import (CHECKPOINT, CheckpointError, ConfigError, Progress, Trainer, load_checkpoint,
                                   run_provenance, snapshot_path)
 
@@ -90,14 +90,7 @@ class OfflineTrainer(Trainer):
         self.replay.add(obs, ag, ag[:, -1], action[:, :-1])
         self.agent.o_norm.update(obs.reshape(-1, self.spec.obs_dim))
         self.agent.g_norm.update(ag.reshape(-1, self.spec.goal_dim))
-        self.reward_fn = within_radius(self.env.compute_reward, cfg.goal_radius)
-        if cfg.fall_is_failure and not self.spec.adapter.can_fall:
-            raise ConfigError(f"fall_is_failure: {cfg.env_id} declares no torso that can fall")
-        self.failed_fn = self.spec.adapter.fallen if cfg.fall_is_failure else None
-        self.progress = Progress()
-        self._collector = None
-        self._pending = None
-        self._scalars = None  # TensorBoard, opened at the first evaluation
+        self._init_run_state()
 
     def dataset_record(self) -> dict:
         meta = self.dataset.metadata
@@ -130,10 +123,7 @@ class OfflineTrainer(Trainer):
                 on_cycle(p)
             if self._end_cycle(metrics, agent.optimizer_steps >= target, bar, stop):
                 break
-        bar.close()
-        if self._scalars is not None:
-            self._scalars.close()
-            self._scalars = None
+        self._close_logs(bar)
         return p
 
     # ----- checkpoints: no replay (the dataset is it) -----

@@ -124,6 +124,11 @@ class Trainer:
         self.agent = L3PAgent(cfg, self.spec)
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
                                     self.spec.goal_dim, self.spec.action_dim)
+        self._init_run_state()
+
+    def _init_run_state(self) -> None:
+        """What the learner is paid and a fresh run's bookkeeping (after env, spec and agent exist)."""
+        cfg = self.cfg
         self.reward_fn = within_radius(self.env.compute_reward, cfg.goal_radius)  # what the learner is paid
         if cfg.fall_is_failure and not self.spec.adapter.can_fall:
             raise ConfigError(f"fall_is_failure: {cfg.env_id} declares no torso that can fall "
@@ -286,11 +291,14 @@ class Trainer:
 
                 if self._end_cycle(metrics, p.env_steps >= target, bar, stop):
                     break
+        self._close_logs(bar)
+        return p
+
+    def _close_logs(self, bar: Any) -> None:
         bar.close()
         if self._scalars is not None:
             self._scalars.close()
             self._scalars = None
-        return p
 
     def _learn(self, steps: int, metrics: dict[str, list[float]]) -> None:
         """``steps`` optimizer steps on relabelled replay batches (offline: in-sample, with random
