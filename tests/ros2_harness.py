@@ -449,14 +449,15 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
         time.sleep(0.1)
         before_bad = n(actions)
         status_mark = n(statuses)
-        pub_obs.publish(joint_state(np.zeros(3), names=joints[:3]))  # lacks joints
+        # A period apart, as a robot publishes: the bridge keeps only the newest observation.
         bad_nan = obs.copy()
         bad_nan[4] = float("nan")
-        pub_obs.publish(joint_state(bad_nan))
         wrong_len = JointState()
         wrong_len.name = joints
         wrong_len.position = [0.0] * (obs_dim - 1)
-        pub_obs.publish(wrong_len)
+        for bad_obs in (joint_state(np.zeros(3), names=joints[:3]), joint_state(bad_nan), wrong_len):  # lacks joints, NaN, short
+            pub_obs.publish(bad_obs)
+            time.sleep(0.05)
         pub_goal.publish(point_message([float("inf"), 0.0, 0.0], "world"))
         probe.wait_for(lambda: sum(s[1].message.startswith("bad") for s in statuses[status_mark:]) >= 4, 10,
                        "bad-message statuses")

@@ -178,3 +178,49 @@ def test_the_ogbench_results_page_is_the_offline_models_evaluations():
             mode = json.loads((ROOT / "models" / name / EVAL).read_text())["modes"][variant]
             assert (int(k), int(n)) == (mode["successes"], mode["episodes"]), (name, variant)
             assert int(pct) == round(100 * mode["successes"] / mode["episodes"]), (name, variant)
+
+
+def test_other_training_seeds_make_a_seeds_table_with_mean_and_std(model_copy):
+    """seeds/<seed>/ holds another training seed's manifest and its evaluation on the same episodes: the
+    card lists each seed and the mean ± std (population std) of the success rates."""
+    manifest = json.loads((model_copy / "manifest.json").read_text())
+    report = json.loads((model_copy / EVAL).read_text())
+    served_l3p = report["modes"]["l3p"]
+    for seed, successes in ((1, served_l3p["successes"] - 8), (2, served_l3p["successes"] + 2)):
+        seed_dir = model_copy / "seeds" / str(seed)
+        seed_dir.mkdir(parents=True)
+        m = json.loads(json.dumps(manifest))
+        m["provenance"]["seed"] = seed
+        (seed_dir / "manifest.json").write_text(json.dumps(m))
+        r = json.loads(json.dumps(report))
+        r["modes"]["l3p"]["successes"] = successes
+        (seed_dir / EVAL).write_text(json.dumps(r))
+    card = render(model_copy)
+    n = served_l3p["episodes"]
+    rates = [100 * k / n for k in (served_l3p["successes"], served_l3p["successes"] - 8, served_l3p["successes"] + 2)]
+    mean = sum(rates) / 3
+    std = (sum((r - mean) ** 2 for r in rates) / 3) ** 0.5
+    assert "## Training seeds" in card
+    assert f"| 2 | " in card and f"{served_l3p['successes'] + 2} / {n}" in card
+    assert f"{mean:.1f} ± {std:.1f} %" in card
+    # Seeds compare on the same episodes only.
+    r = json.loads((model_copy / "seeds" / "2" / EVAL).read_text())
+    r["episodes"] += 1
+    (model_copy / "seeds" / "2" / EVAL).write_text(json.dumps(r))
+    with pytest.raises(CardError, match="seed 2's evaluation differs from the served one's in episodes"):
+        render(model_copy)
+
+
+def test_the_ogbench_seed_rows_are_the_training_seeds_evaluations():
+    """The mean ± std rows of docs/results/ogbench.md are the large maze's three seeds' evaluations."""
+    text = (ROOT / "docs" / "results" / "ogbench.md").read_text()
+    model = ROOT / "models" / "pointmaze-large-stitch"
+    reports = [json.loads((model / EVAL).read_text())] + [
+        json.loads(p.read_text()) for p in sorted((model / "seeds").glob(f"*/{EVAL}"))]
+    assert len(reports) == 3
+    for label, variant in (("L3P served default, mean ± std", "l3p"), ("its actor alone, mean ± std", "policy")):
+        rates = [100 * r["modes"][variant]["successes"] / r["modes"][variant]["episodes"] for r in reports]
+        mean = sum(rates) / 3
+        std = (sum((x - mean) ** 2 for x in rates) / 3) ** 0.5
+        row = next(line for line in text.splitlines() if line.startswith(f"| {label}"))
+        assert f"{mean:.1f} ± {std:.1f} %" in row, (row, mean, std)

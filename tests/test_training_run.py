@@ -196,6 +196,12 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     with np.load(tmp_path / "run" / "replay.npz") as replay:
         visited = replay["ag"].reshape(-1, 3)
     assert all(np.any(np.all(visited == row, axis=1)) for row in lm)  # each one an achieved goal
+    r = l3p("export", "run", "b7", "--landmarks", "gls", "--n-landmarks", "7", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    m7 = json.loads((tmp_path / "b7" / "manifest.json").read_text())
+    assert m7["n_landmarks"] == 7 and "--landmarks gls --n-landmarks 7" in m7["provenance"]["export_command"]
+    r = l3p("export", "run", "b8", "--n-landmarks", "7", cwd=tmp_path)
+    assert r.returncode == 2 and "goes with --landmarks gls" in r.stderr, r.stderr
     # An earlier evaluation's snapshot exports as itself: its steps, its measured success, its weights.
     snapshot = Path("run") / "snapshots" / f"{200:010d}.pt"
     r = l3p("export", str(snapshot), "b6", cwd=tmp_path)

@@ -50,6 +50,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--landmarks", choices=("centroids", "gls"), default="centroids",
                         help="graph nodes: the decoded cluster centroids (L3P, default) or GLS-spread achieved "
                              "goals from the run's replay (states the robot has visited)")
+    parser.add_argument("--n-landmarks", type=int, metavar="N",
+                        help="with --landmarks gls: how many (default: the run's n_landmarks, its cluster count)")
     parser.add_argument("--sign-key", type=Path, metavar="KEY",
                         help="sign the bundle with this Ed25519 private key (from l3p keygen): writes "
                              "signature.json, which l3p serve --trusted-keys checks")

@@ -166,7 +166,8 @@ def run_export(args: argparse.Namespace) -> int:
     state = load_checkpoint(source)
     agent = agent_from_checkpoint(state)
     command = _command_line("export", [args.checkpoint, args.out_dir],
-                            [("--planner", args.planner), ("--landmarks", args.landmarks), ("--force", args.force)])
+                            [("--planner", args.planner), ("--landmarks", args.landmarks),
+                             ("--n-landmarks", args.n_landmarks), ("--force", args.force)])
     provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
                   "export_command": command, "source_checkpoint": str(source),
                   **({"dataset": state["dataset"]} if "dataset" in state else {})}
@@ -179,12 +180,15 @@ def run_export(args: argparse.Namespace) -> int:
               f"{agent.cfg.planning_start_episodes} episodes): exporting GLS-spread replay goals instead "
               f"(as --landmarks gls)", file=sys.stderr)
         kind = "gls"
+    if args.n_landmarks is not None and (kind != "gls" or args.n_landmarks < 2):
+        raise ExportError("--n-landmarks N (N >= 2) goes with --landmarks gls: the centroids are the run's "
+                          f"{agent.cfg.n_landmarks} clusters")
     if kind == "gls":
         goals = run_goals(run_dir, agent.cfg)
         if goals is None:
             raise ExportError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}) or its dataset")
         sample = goals[np.random.default_rng(0).integers(0, len(goals), 10 * agent.cfg.gls_sample)]
-        landmarks = gls_landmarks(agent, sample)
+        landmarks = gls_landmarks(agent, sample, n=args.n_landmarks)
         provenance["landmarks"] = (f"GLS: {len(landmarks)} achieved goals of the run's replay or dataset, spread "
                                    f"in the learned latent space (from {len(sample)} sampled), not decoded centroids")
     bundle_dir = export_bundle(agent, Path(args.out_dir), provenance, force=args.force,

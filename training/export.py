@@ -189,11 +189,12 @@ def _json_default(x):
     raise TypeError(f"not JSON serializable: {type(x).__name__}")
 
 
-def gls_landmarks(agent: L3PAgent, replay_goals: np.ndarray, seed: int = 0) -> np.ndarray:
-    """N achieved goals spread out by GLS in the learned latent space: landmarks that are states the
-    robot has visited (an alternative to decoded centroids, which can fall inside obstacles)."""
+def gls_landmarks(agent: L3PAgent, replay_goals: np.ndarray, seed: int = 0, n: int | None = None) -> np.ndarray:
+    """``n`` (default: the run's ``n_landmarks``) achieved goals spread out by GLS in the learned latent
+    space: landmarks that are states the robot has visited (an alternative to decoded centroids,
+    which can fall inside obstacles)."""
     rng = np.random.default_rng(seed)
-    return replay_goals[agent.gls_indices(replay_goals, agent.cfg.n_landmarks, rng)].astype(np.float32)
+    return replay_goals[agent.gls_indices(replay_goals, n or agent.cfg.n_landmarks, rng)].astype(np.float32)
 
 
 def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (1, 81), seed: int = 0,

@@ -99,22 +99,32 @@ class Stats:
     resumes: int = 0
     bad_messages: int = 0
     step_latencies_s: list[float] = dataclasses.field(default_factory=list)  # the gRPC round trips
+    in_bridge_s: list[float] = dataclasses.field(default_factory=list)  # observation taken -> action published
 
     def to_dict(self) -> dict[str, Any]:
-        lat = np.asarray(self.step_latencies_s) * 1e3
-        pct = (lambda q: float(np.percentile(lat, q))) if lat.size else (lambda q: None)
+        def ms(values: list[float]) -> dict[str, Any]:
+            a = np.asarray(values) * 1e3
+            return {"p50": float(np.percentile(a, 50)) if a.size else None,
+                    "p99": float(np.percentile(a, 99)) if a.size else None, "n": int(a.size)}
+
         return {"episodes": self.episodes, "actions": self.actions, "holds": self.holds,
                 "resumes": self.resumes, "bad_messages": self.bad_messages,
-                "grpc_step_ms": {"p50": pct(50), "p99": pct(99), "n": int(lat.size)},
+                "grpc_step_ms": ms(self.step_latencies_s), "in_bridge_ms": ms(self.in_bridge_s),
                 "grpc_step_s": list(self.step_latencies_s)}
 
 
 class RobotLoop:
-    """One robot: its topics, its episode, and the thread that turns observations into actions."""
+    """One robot: its node, its episode, and the thread that turns observations into actions.
+
+    The thread spins the robot's own executor and answers an observation right after its callback
+    has stored it: no hand-over between threads on the way from observation to action, and one
+    robot's slow step never delays another's callbacks."""
 
     def __init__(self, node: Any, namespace: str, config: BridgeConfig, client: PlannerClient,
                  info: ModelInfo, recorder: Recorder | None) -> None:
         self.node, self.ns, self.config, self.client, self.info = node, namespace, config, client, info
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(node)
         self.recorder = recorder
         self.mode, self.overrides = config.mode_and_overrides()
         self.low, self.high = info.action_low.astype(np.float64), info.action_high.astype(np.float64)
@@ -123,20 +133,22 @@ class RobotLoop:
         self.pub_action = node.create_publisher(Float64MultiArray, topic(namespace, t.action), qos)
         self.pub_subgoal = node.create_publisher(PointStamped, topic(namespace, t.subgoal), qos)
         self.pub_status = node.create_publisher(DiagnosticStatus, topic(namespace, t.status), qos)
+        # Depth 1: only the newest observation is ever answered.
         node.create_subscription(observation_message_type(config.observation), topic(namespace, t.observation),
-                                 self._on_observation, qos)
+                                 self._on_observation, QoSProfile(depth=1, reliability=qos.reliability))
         node.create_subscription(goal_message_type(config.goal), topic(namespace, t.goal), self._on_goal, qos)
         if t.success:
             node.create_subscription(Bool, topic(namespace, t.success), self._on_success, qos)
         self.stats = Stats()
-        self._cv = threading.Condition()
         self._stop = False
+        self._wake = node.create_guard_condition(lambda: None)  # stop() interrupts the spin
         self._obs: np.ndarray | None = None
         self._obs_seq = 0
         self._obs_time = -math.inf  # when the newest observation arrived
         self._watch_from = time.monotonic()  # the hold timer runs from the later of this and _obs_time
         self._goal: np.ndarray | None = None  # the goal of the running (or starting) episode
         self._goal_frame = config.frame_id
+        self._goal_text = "null"  # the goal as the status shows it
         self._new_goal = False
         self._success = False
         # Owned by the loop thread:
@@ -152,7 +164,7 @@ class RobotLoop:
         self._retry_start_at = math.inf  # when to try again to start the episode (server unreachable)
         self.thread = threading.Thread(target=self._run, name=f"l3p-robot{namespace or ''}", daemon=True)
 
-    # -- callbacks (executor thread): store, never block
+    # -- callbacks (run by the loop thread inside its spin): store, never block
 
     def _on_observation(self, msg: Any) -> None:
         try:
@@ -160,10 +172,8 @@ class RobotLoop:
         except BadMessage as err:
             self._bad(f"bad observation: {err}")
             return
-        with self._cv:
-            self._obs, self._obs_time = vec, time.monotonic()
-            self._obs_seq += 1
-            self._cv.notify()
+        self._obs, self._obs_time = vec, time.monotonic()
+        self._obs_seq += 1
 
     def _on_goal(self, msg: Any) -> None:
         try:
@@ -171,12 +181,11 @@ class RobotLoop:
         except BadMessage as err:
             self._bad(f"bad goal: {err}")
             return
-        with self._cv:
-            if self._goal is not None and np.array_equal(vec.astype(np.float32), self._goal.astype(np.float32)):
-                return  # the same goal re-sent: the episode goes on
-            self._goal, self._new_goal = vec, True
-            self._goal_frame = goal_frame(msg, self.config.frame_id)
-            self._cv.notify()
+        if self._goal is not None and np.array_equal(vec.astype(np.float32), self._goal.astype(np.float32)):
+            return  # the same goal re-sent: the episode goes on
+        self._goal, self._new_goal = vec, True
+        self._goal_frame = goal_frame(msg, self.config.frame_id)
+        self._goal_text = json.dumps(vec.astype(np.float32).tolist())
 
     def _on_success(self, msg: Any) -> None:
         self._success = bool(msg.data)
@@ -191,33 +200,40 @@ class RobotLoop:
         self.thread.start()
 
     def stop(self) -> None:
-        with self._cv:
-            self._stop = True
-            self._cv.notify()
+        """From any thread: the loop ends after its current step."""
+        self._stop = True
+        self._wake.trigger()
 
     def _wait(self) -> tuple[bool, bool, np.ndarray | None, int, float]:
-        """Sleep until there is something to do: stop, a new goal, a new observation to answer,
-        the hold deadline, a start to retry, or the status heartbeat."""
+        """Spin (run the callbacks) until there is something to do: stop, a new goal, a new
+        observation to answer, the hold deadline, a start to retry, or the status heartbeat."""
         c = self.config
-        with self._cv:
-            while True:
-                now = time.monotonic()
-                if self._stop or self._new_goal or (self.episode is not None and self._obs_seq > self._acted_seq):
-                    break
-                wake = self._last_status + c.status_period_s
-                if self.episode is not None and not self._held:
-                    wake = min(wake, max(self._obs_time, self._watch_from) + c.observation_timeout_s)
-                if self.episode is None and self._goal is not None:
-                    wake = min(wake, self._retry_start_at)
-                if wake <= now:
-                    break
-                self._cv.wait(wake - now)
-            new_goal, self._new_goal = self._new_goal, False
-            if new_goal:
-                self._watch_from = now  # the hold timer restarts with each episode
-            return self._stop, new_goal, self._obs, self._obs_seq, self._obs_time
+        while True:
+            now = time.monotonic()
+            if self._stop or self._new_goal or (self.episode is not None and self._obs_seq > self._acted_seq):
+                break
+            wake = self._last_status + c.status_period_s
+            if self.episode is not None and not self._held:
+                wake = min(wake, max(self._obs_time, self._watch_from) + c.observation_timeout_s)
+            if self.episode is None and self._goal is not None:
+                wake = min(wake, self._retry_start_at)
+            if wake <= now:
+                break
+            self.executor.spin_once(timeout_sec=wake - now)
+        new_goal, self._new_goal = self._new_goal, False
+        if new_goal:
+            self._watch_from = now  # the hold timer restarts with each episode
+        return self._stop, new_goal, self._obs, self._obs_seq, self._obs_time
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:  # a bug, not a bad message: the robot is held, the others go on
+            log.exception("%s: the robot's loop failed", self.ns or "robot")
+        finally:
+            self._shutdown()
+
+    def _loop(self) -> None:
         c = self.config
         period = 1.0 / c.rate_hz if c.rate_hz > 0 else 0.0
         next_tick = 0.0
@@ -237,15 +253,15 @@ class RobotLoop:
                     self._hold("observation_timeout", f"the newest observation is {now - obs_time:.2f} s old")
                 else:
                     if period and now < next_tick:
-                        time.sleep(next_tick - now)  # the rate: act on the newest observation next tick
-                        with self._cv:
-                            obs, self._acted_seq = self._obs, self._obs_seq
-                    self._act(obs)
+                        # The rate: act next tick, on the newest observation by then.
+                        while (left := next_tick - time.monotonic()) > 0 and not self._stop:
+                            self.executor.spin_once(timeout_sec=left)
+                        obs, obs_time, self._acted_seq = self._obs, self._obs_time, self._obs_seq
+                    self._act(obs, obs_time)
                     next_tick = max(next_tick + period, time.monotonic()) if period else 0.0
             elif now - max(obs_time, self._watch_from) >= c.observation_timeout_s and not self._held:
                 self._hold("observation_timeout", f"no observation for {c.observation_timeout_s:g} s")
             self._heartbeat()
-        self._shutdown()
 
     def _open_episode(self) -> Any:
         assert self._goal is not None
@@ -287,7 +303,8 @@ class RobotLoop:
         if self.recorder is not None:
             self.recorder.end_episode()
 
-    def _act(self, obs: np.ndarray) -> None:
+    def _act(self, obs: np.ndarray, taken_at: float) -> None:
+        """Answer ``obs`` (its callback ran at ``taken_at``, monotonic) with one action, or hold."""
         try:
             step = self.episode.act(obs, timeout=self.config.act_timeout_s)
         except InvalidArgument as err:
@@ -308,6 +325,7 @@ class RobotLoop:
             return
         action = np.clip(action, self.low, self.high)
         self.pub_action.publish(array_message(action))
+        self.stats.in_bridge_s.append(time.monotonic() - taken_at)
         self.pub_subgoal.publish(point_message(step.subgoal, self._goal_frame, self.node.get_clock().now().to_msg()))
         self._held = False
         self._server_ok = True
@@ -368,7 +386,7 @@ class RobotLoop:
             "bad_messages": self.stats.bad_messages,
             "server": "ok" if self._server_ok else "unavailable",
             "session": getattr(self.episode, "session_id", None) or "",
-            "goal": json.dumps(None if self._goal is None else self._goal.astype(np.float32).tolist()),
+            "goal": self._goal_text,
             "latency_ms": f"{step.latency_s * 1e3:.3f}" if step else "",
         }
         msg = DiagnosticStatus()
@@ -433,7 +451,7 @@ def check_model(config: BridgeConfig, info: ModelInfo) -> None:
 
 
 class Bridge:
-    """The node and one `RobotLoop` per robot; ``run`` spins until SIGINT/SIGTERM (or ``stop``)."""
+    """One node and one `RobotLoop` per robot; ``run`` waits until SIGINT/SIGTERM (or ``stop``)."""
 
     def __init__(self, config: BridgeConfig, *, node_name: str = "l3p_bridge", args: list[str] | None = None) -> None:
         self.config = config
@@ -447,35 +465,33 @@ class Bridge:
         # Only ROS's own arguments, never this process's command line.
         rclpy.init(args=[node_name, *(["--ros-args", *args] if args else [])],
                    signal_handler_options=SignalHandlerOptions.NO)
-        self.node = rclpy.create_node(node_name)
         self.robots = []
         for ns in config.robots:
             recorder = None
             if config.record:
                 recorder = Recorder(_record_path(config.record, ns, len(config.robots)), self.info, config, ns)
-            self.robots.append(RobotLoop(self.node, ns, config, self.client, self.info, recorder))
+            name = node_name if len(config.robots) == 1 else f"{node_name}_{ns.strip('/').replace('/', '_')}"
+            self.robots.append(RobotLoop(rclpy.create_node(name), ns, config, self.client, self.info, recorder))
 
     def stop(self, *_: Any) -> None:
         self._stopping.set()
 
     def run(self) -> None:
-        executor = SingleThreadedExecutor()
-        executor.add_node(self.node)
         for robot in self.robots:
             robot.start()
         try:
-            while not self._stopping.is_set():
-                executor.spin_once(timeout_sec=0.1)
+            while not self._stopping.wait(0.5):
+                pass
         finally:
             for robot in self.robots:
                 robot.stop()
             for robot in self.robots:
                 robot.thread.join(timeout=5.0)
+            time.sleep(0.05)  # the last status and holds go out before the nodes do
             for robot in self.robots:
                 if robot.recorder is not None:
                     robot.recorder.save()
-            executor.spin_once(timeout_sec=0.05)  # let the last status and holds go out
-            self.node.destroy_node()
+                robot.node.destroy_node()
             rclpy.try_shutdown()
             self.client.close()
 

@@ -66,7 +66,7 @@ class Topics:
 
 @dataclasses.dataclass(frozen=True)
 class Qos:
-    depth: int = 10
+    depth: int = 10  # history depth of every topic but the observation (depth 1: only the newest is answered)
     reliability: str = "reliable"  # of every topic the bridge subscribes to or publishes
 
 
