@@ -377,7 +377,8 @@ def training_seeds(model_dir: Path, manifest: dict, main: dict) -> list[str]:
     and its held-out evaluation on the same protocol), with mean ± std over seeds as OGBench reports."""
     runs = [(manifest, main, True)]
     for seed_dir in sorted((model_dir / SEEDS).glob("*/"), key=lambda p: (len(p.name), p.name)):
-        runs.append((load_json(seed_dir / MANIFEST), check_report(seed_dir / EVAL, load_json(seed_dir / EVAL)), False))
+        report = check_report(seed_dir / EVAL, load_json(seed_dir / EVAL))
+        runs.append((load_json(seed_dir / MANIFEST), report, False))
     if len(runs) == 1:
         return []
     keys = ("env_id", "pairs", "episodes", "seed", "max_steps")
@@ -400,9 +401,10 @@ def training_seeds(model_dir: Path, manifest: dict, main: dict) -> list[str]:
     rows.append(["mean ± std", "", ""] + [f"{statistics.fmean(r):.1f} ± {statistics.pstdev(r):.1f} %"
                                           for r in rates.values()])
     return (["## Training seeds", "",
-             f"{len(runs)} training seeds, each trained, exported and evaluated by the same commands (seed aside) "
-             f"on the same held-out episodes; std over seeds is the population std (as numpy's `std`). The other seeds' "
-             f"manifests and evaluations are in `{SEEDS}/<seed>/` (their weights are not shipped).", ""]
+             f"{len(runs)} training seeds, each trained, exported and evaluated by the same commands (seed "
+             f"aside) on the same held-out episodes; std over seeds is the population std (as numpy's `std`). "
+             f"The other seeds' manifests and evaluations are in `{SEEDS}/<seed>/` (their weights are not "
+             f"shipped).", ""]
             + table(["training seed", "optimizer steps", "bundle digest"] + [f"`{v}`" for v in variants], rows,
                     ["l", "r", "l"] + ["r"] * len(variants)) + [""])
 

@@ -11,13 +11,13 @@ far pairs (>= 10 cells, 800 steps, as its held-out evaluation): the simulated ro
 bridge -> server against the gRPC runner (``l3p eval``'s own ``run_episodes``) on the same seeds, in
 the same run: successes and the largest action difference.
 
---latency: N simulated robots (FetchPush, or ``--env``) at RATE Hz (each its own process), served (a) by one
-bridge process for all N (namespaces /r0 ... /rN-1; also for 1 robot alone) and (b) by one bridge
-process per robot. Per setup: the robot's observation-published -> action-received time, the
-bridge's own gRPC stream step in the same run (the reference), their p50 ratio, the bridge's time
-from the observation's callback to the action published (in bridge), and the control periods in
-which no action answered the observation (missed). The ROS 2 floor: the round trip to a node that answers in its
-callback, with no planner (two rclpy hops, nothing else).
+--latency: N simulated robots (FetchPush, or ``--env``) at RATE Hz (each its own process), served
+(a) by one bridge process for all N (namespaces /r0 ... /rN-1; also for 1 robot alone) and (b) by
+one bridge process per robot. Per setup: the robot's observation-published -> action-received time,
+the bridge's own gRPC stream step in the same run (the reference), their p50 ratio, the bridge's
+time from the observation's callback to the action published (in bridge), and the control periods
+in which no action answered the observation (missed). The ROS 2 floor: the round trip to a node
+that answers in its callback, with no planner (two rclpy hops, nothing else).
 """
 
 from __future__ import annotations
@@ -222,12 +222,12 @@ def table(result: dict) -> str:
                      f"ROS 2 floor (echo node round trip) p50 {lat['ros2_echo_rtt_ms']['p50']:.2f} ms, "
                      f"p99 {lat['ros2_echo_rtt_ms']['p99']:.2f} ms")
         head = ("setup", "robots", "obs->action p50/p99 ms", "gRPC step p50/p99 ms", "in bridge p50 ms", "ratio p50",
-                "missed",
-                "bridge CPU ms/step", "cores: bridge/server/sims")
+                "missed", "bridge CPU ms/step", "cores: bridge/server/sims")
         rows = [head] + [(s["setup"], str(s["robots"]),
                           f"{s['obs_to_action_ms']['p50']:.2f} / {s['obs_to_action_ms']['p99']:.2f}",
                           f"{s['grpc_step_ms']['p50']:.2f} / {s['grpc_step_ms']['p99']:.2f}",
-                          f"{np.median(s['in_bridge_p50_ms']):.2f}", f"{s['ratio_p50']:.2f}", f"{s['missed_periods']}/{s['steps']}",
+                          f"{np.median(s['in_bridge_p50_ms']):.2f}", f"{s['ratio_p50']:.2f}",
+                          f"{s['missed_periods']}/{s['steps']}",
                           f"{s['bridge_cpu_s_per_step_ms']:.3f}",
                           "/".join(f"{s['cores_used'][k]:.2f}" for k in ("bridges", "server", "sims")))
                          for s in lat["setups"]]

@@ -455,7 +455,8 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
         wrong_len = JointState()
         wrong_len.name = joints
         wrong_len.position = [0.0] * (obs_dim - 1)
-        for bad_obs in (joint_state(np.zeros(3), names=joints[:3]), joint_state(bad_nan), wrong_len):  # lacks joints, NaN, short
+        lacks_joints = joint_state(np.zeros(3), names=joints[:3])
+        for bad_obs in (lacks_joints, joint_state(bad_nan), wrong_len):
             pub_obs.publish(bad_obs)
             time.sleep(0.05)
         pub_goal.publish(point_message([float("inf"), 0.0, 0.0], "world"))
