@@ -180,6 +180,11 @@ def test_the_ogbench_results_page_is_the_offline_models_evaluations():
             assert int(pct) == round(100 * mode["successes"] / mode["episodes"]), (name, variant)
 
 
+def mean_and_population_std(values: list[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    return mean, (sum((x - mean) ** 2 for x in values) / len(values)) ** 0.5
+
+
 def test_other_training_seeds_make_a_seeds_table_with_mean_and_std(model_copy):
     """seeds/<seed>/ holds another training seed's manifest and its evaluation on the same episodes: the
     card lists each seed and the mean ± std (population std) of the success rates."""
@@ -197,9 +202,8 @@ def test_other_training_seeds_make_a_seeds_table_with_mean_and_std(model_copy):
         (seed_dir / EVAL).write_text(json.dumps(r))
     card = render(model_copy)
     n = served_l3p["episodes"]
-    rates = [100 * k / n for k in (served_l3p["successes"], served_l3p["successes"] - 8, served_l3p["successes"] + 2)]
-    mean = sum(rates) / 3
-    std = (sum((r - mean) ** 2 for r in rates) / 3) ** 0.5
+    mean, std = mean_and_population_std(
+        [100 * k / n for k in (served_l3p["successes"], served_l3p["successes"] - 8, served_l3p["successes"] + 2)])
     assert "## Training seeds" in card
     assert f"| 2 | " in card and f"{served_l3p['successes'] + 2} / {n}" in card
     assert f"{mean:.1f} ± {std:.1f} %" in card
@@ -219,8 +223,7 @@ def test_the_ogbench_seed_rows_are_the_training_seeds_evaluations():
         json.loads(p.read_text()) for p in sorted((model / "seeds").glob(f"*/{EVAL}"))]
     assert len(reports) == 3
     for label, variant in (("L3P served default, mean ± std", "l3p"), ("its actor alone, mean ± std", "policy")):
-        rates = [100 * r["modes"][variant]["successes"] / r["modes"][variant]["episodes"] for r in reports]
-        mean = sum(rates) / 3
-        std = (sum((x - mean) ** 2 for x in rates) / 3) ** 0.5
+        mean, std = mean_and_population_std(
+            [100 * r["modes"][variant]["successes"] / r["modes"][variant]["episodes"] for r in reports])
         row = next(line for line in text.splitlines() if line.startswith(f"| {label}"))
         assert f"{mean:.1f} ± {std:.1f} %" in row, (row, mean, std)

@@ -327,12 +327,10 @@ class Trainer:
             metrics.clear()
             bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
                              if k.startswith("success_")})
-        if p.cycle % cfg.checkpoint_every_cycles == 0 or last:
+        stopping = stop is not None and stop.is_set()
+        if p.cycle % cfg.checkpoint_every_cycles == 0 or last or stopping:
             self.save_checkpoint()
-        if stop is not None and stop.is_set():
-            self.save_checkpoint()
-            return True
-        return False
+        return stopping
 
     def _evaluate(self, metrics: dict[str, list[float]]) -> dict:
         p, agent = self.progress, self.agent

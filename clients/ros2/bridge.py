@@ -28,6 +28,7 @@ import math
 import signal
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,7 @@ log = logging.getLogger(__name__)
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 RETRY_START_S = 0.5  # between tries to start an episode while the server is unreachable
+TIMED_STEPS = 100_000  # per robot, the steps whose latencies the stats keep
 
 
 class BridgeStartError(L3PError):
@@ -98,11 +100,13 @@ class Stats:
     holds: int = 0
     resumes: int = 0
     bad_messages: int = 0
-    step_latencies_s: list[float] = dataclasses.field(default_factory=list)  # the gRPC round trips
-    in_bridge_s: list[float] = dataclasses.field(default_factory=list)  # observation taken -> action published
+    # The newest steps' times (bounded: a bridge runs for weeks): the gRPC round trips, and the
+    # observation's callback -> the action published.
+    step_latencies_s: deque[float] = dataclasses.field(default_factory=lambda: deque(maxlen=TIMED_STEPS))
+    in_bridge_s: deque[float] = dataclasses.field(default_factory=lambda: deque(maxlen=TIMED_STEPS))
 
     def to_dict(self) -> dict[str, Any]:
-        def ms(values: list[float]) -> dict[str, Any]:
+        def ms(values: deque[float]) -> dict[str, Any]:
             a = np.asarray(values) * 1e3
             return {"p50": float(np.percentile(a, 50)) if a.size else None,
                     "p99": float(np.percentile(a, 99)) if a.size else None, "n": int(a.size)}
