@@ -7,6 +7,11 @@ training run writes) and lets the options given on the command line override it.
 go through the same parsers as the command line's text, so they are checked alike; an unknown key
 is an error naming the keys there are. Standard library only: every install profile lists every
 command's options (``l3p COMMAND --help``), whether or not the command's extra is installed.
+
+The same checks serve configs that are not command lines (the training config, read from a file or
+``--set KEY=VALUE``): `check_values` checks a mapping against a dataclass's field types, and every
+error names the key, the value and the expected type, with a did-you-mean for an unknown key.
+`documented` gives such a field its help, which `describe_config` lists.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import json
 import tomllib
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +31,7 @@ from l3p.core.errors import L3PError
 CONFIG_DEST = "config"
 
 
-class ConfigError(L3PError):
+class ConfigError(L3PError, ValueError):
     """A config file or an option value cannot be used; the message names the key or the option."""
 
 
@@ -91,7 +96,7 @@ class _Spec:
                 raise ValueError(f"expected true or false, got {value!r}")
             return value
         if isinstance(value, (dict, list)) or (isinstance(value, bool) and self.kind is not str):
-            raise ValueError(f"expected a {self.kind.__name__}, got {value!r}")
+            raise ValueError(f"expected {type_text(self.kind)}, got {value!r}")
         if isinstance(value, float) and self.kind is int:
             raise ValueError(f"expected an integer, got {value!r}")
         return self.from_text(str(value))
@@ -186,11 +191,17 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return mapping
 
 
-def unknown_keys_error(where: str, unknown: list[str], known: list[str]) -> ConfigError:
-    close = {key: difflib.get_close_matches(key.replace("-", "_"), known, n=1) for key in unknown}
-    hints = [f"{key!r}" + (f" (did you mean {close[key][0]!r}?)" if close[key] else "") for key in unknown]
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known word closest to ``word``, or ``""``."""
+    close = difflib.get_close_matches(word.replace("-", "_"), list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_keys_error(where: str, unknown: list[str], known: list[str], listing: str | None = None) -> ConfigError:
+    """``listing``: where to find the keys, instead of listing them all."""
+    hints = [f"{key!r}{did_you_mean(key, known)}" for key in unknown]
     return ConfigError(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
-                       f"the keys are: {', '.join(known)}")
+                       + (listing or f"the keys are: {', '.join(known)}"))
 
 
 def config_values(cls: type, mapping: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -235,3 +246,82 @@ def parse_config(cls: type, argv: list[str] | None = None, prog: str | None = No
     parser = argparse.ArgumentParser(prog=prog, description=description)
     add_config_arguments(parser, cls)
     return config_from_args(cls, parser.parse_args(argv))
+
+
+def _at(where: str, key: str) -> str:
+    """``--set n_envs`` for an option, ``config file f.toml: n_envs`` for a file."""
+    return f"{where} {key}" if where.startswith("-") else f"{where}: {key}"
+
+
+def type_text(hint: Any) -> str:
+    """How a field's type reads in a message: ``an integer``, ``a number or null``, ..."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        return " or ".join(type_text(a) for a in args if a is not type(None)) + " or null"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    if dataclasses.is_dataclass(hint):
+        return f"a table of {hint.__name__} keys"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:  # an integer is a number (a file's 1 for 1.0)
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, (dict, hint))
+    return True  # a type this check does not know: the config's own checks decide
+
+
+def check_values(cls: type, mapping: Mapping[str, Any], where: str, also: Iterable[str] = (),
+                 listing: str | None = None) -> None:
+    """Raise ConfigError unless every key of ``mapping`` is a field of the dataclass ``cls`` (or in
+    ``also``: keys checked elsewhere) holding a value of the field's type. The message names the key,
+    the value and the expected type; an unknown key gets the closest known key."""
+    hints = typing.get_type_hints(cls)
+    known = [f.name for f in dataclasses.fields(cls)] + [k for k in also if k not in hints]
+    if unknown := [key for key in mapping if key not in known]:
+        raise unknown_keys_error(where, unknown, known, listing)
+    for key, value in mapping.items():
+        if key in hints and not _fits(value, hints[key]):
+            raise ConfigError(f"{_at(where, key)}: expected {type_text(hints[key])}, got {value!r}")
+
+
+def documented(default: Any, doc: str) -> Any:
+    """A config field with its help (which `describe_config` lists); a nested config as its default
+    goes through a factory, as dataclasses require."""
+    if dataclasses.is_dataclass(default):
+        return dataclasses.field(default_factory=lambda: default, metadata={"doc": doc})
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+def describe_config(config: Any, docs: Mapping[str, str] | None = None, skip: Iterable[str] = ()) -> list[str]:
+    """Lines per field of a dataclass instance: ``key = value  (type)`` and its help below (a
+    ``documented`` field's, an `option`'s, else ``docs[key]``); a nested config's fields in its
+    place, under their own keys; ``skip``: keys left out."""
+    hints = typing.get_type_hints(type(config))
+    lines = []
+    for f in dataclasses.fields(config):
+        if f.name in skip:
+            continue
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            lines += describe_config(value, docs, skip)
+            continue
+        doc = f.metadata.get("doc") or f.metadata.get("help") or (docs or {}).get(f.name, "")
+        shown = json.dumps(str(value) if isinstance(value, Path) else value)
+        lines.append(f"{f.name} = {shown}  ({type_text(hints[f.name])})")
+        lines += [f"    {doc}"] if doc else []
+    return lines

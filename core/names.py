@@ -9,6 +9,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from l3p.core.commandline import did_you_mean
+
 DISTRIBUTION = "l3p-service"  # the name to pip install, with its extras
 
 MODES = ("l3p", "naive", "policy")
@@ -76,7 +78,8 @@ class Option:
         else:
             ok = is_bool(value)
         if not ok:
-            raise ValueError(f"{self.name} must be {self.expected}, got {value!r}")
+            hint = did_you_mean(value, self.choices) if self.kind == "choice" and isinstance(value, str) else ""
+            raise ValueError(f"{self.name} must be {self.expected}, got {value!r}{hint}")
 
     @property
     def expected(self) -> str:
@@ -133,7 +136,8 @@ def parse_option(pair: str, allowed: tuple[str, ...] = tuple(OPTIONS)) -> tuple[
     key, sep, text = pair.partition("=")
     key = key.strip()
     if not sep or key not in allowed:
-        raise ValueError(f"expected KEY=VALUE with KEY in {', '.join(allowed)}; got {pair!r}")
+        raise ValueError(f"expected KEY=VALUE with KEY in {', '.join(allowed)}; got {pair!r}"
+                         + did_you_mean(key, allowed))
     try:
         return key, OPTIONS[key].parse(text)
     except ValueError as exc:
@@ -144,7 +148,8 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
     """A planner variant, ``MODE[@key=value...]`` (e.g. ``l3p@search=hard``), -> (mode, overrides)."""
     mode, *pairs = text.strip().split("@")
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r} in {text!r}")
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r} in {text!r}"
+                         + did_you_mean(mode, MODES))
     overrides = {}
     for pair in pairs:
         try:

@@ -3,6 +3,7 @@ commands' arguments, provenance command lines and code version. No training here
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from importlib import metadata
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from l3p.core import PlannerConfig
+from l3p.core.commandline import ConfigError
+from l3p.core.errors import L3PError
 from l3p.core.names import OPTIONS
 from l3p.core.overrides import OverrideError
 from l3p.training.commands import (TrainArgumentError, _command_line, add_export_arguments, add_train_arguments,
@@ -57,9 +60,9 @@ def test_planner_options_are_routed_into_the_planner():
     assert TrainConfig.from_dict({**cfg.to_dict(), "d_max": 30}).planner.d_max == 30
     with pytest.raises(ValueError, match="d_max must be a finite number > 0"):
         cfg.replace(d_max=-1)
-    with pytest.raises(ValueError, match="unknown config keys: not_a_field"):
+    with pytest.raises(ValueError, match="config: unknown key 'not_a_field'; l3p train --show-config lists them"):
         TrainConfig.from_dict({**cfg.to_dict(), "not_a_field": 1})
-    with pytest.raises(ValueError, match="unknown planner keys: nope"):
+    with pytest.raises(ValueError, match="config: planner: unknown key 'nope'; the keys are: mode, d_max"):
         TrainConfig.from_dict({**cfg.to_dict(), "planner": {"nope": 1}})
     with pytest.raises(ValueError, match="planner.mode"):
         TrainConfig(planner=PlannerConfig(mode="naive"))
@@ -84,7 +87,7 @@ def test_train_arguments_make_the_config():
     cfg = train_config(args)
     assert cfg.planner.d_max == 30 and cfg.planner.search == "hard" and cfg.planner.local_horizon == 20.0
     assert (cfg.total_env_steps, cfg.seed, cfg.batch_size, cfg.n_envs) == (400, 3, 64, 4)
-    with pytest.raises(TrainArgumentError, match="bad --set: unknown config keys: nope"):
+    with pytest.raises(ConfigError, match="--set: unknown key 'nope'"):
         train_config(parse(add_train_arguments, "--env", "FetchReach-v4", "--set", "nope=1"))
     with pytest.raises(OverrideError, match="--set expects key=value"):
         train_config(parse(add_train_arguments, "--env", "FetchReach-v4", "--set", "d_max"))
@@ -100,8 +103,52 @@ def test_placement_options_and_their_one_line_errors():
                          (['device="tpu"'], "device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got 'tpu'"),
                          (['collector="inline"', "collectors=2"], "collector 'inline' has one collector"),
                          (["max_staleness=-1"], "max_staleness must be >= 0")):
-        with pytest.raises(TrainArgumentError, match=f"bad --set: {message}"):
+        with pytest.raises(TrainArgumentError, match=f"--set: {message}"):
             train_config(parse(add_train_arguments, "--env", "FetchPush-v4", *[a for b in bad for a in ("--set", b)]))
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["n_envs=four"], "--set n_envs: expected an integer, got 'four'"),
+    (["n_env=4"], "--set: unknown key 'n_env' (did you mean 'n_envs'?); l3p train --show-config lists them"),
+    (["d_mx=30"], "--set: unknown key 'd_mx' (did you mean 'd_max'?); l3p train --show-config lists them"),
+    (["d_max=far"], "--set d_max: expected a number, got 'far'"),
+    (["goal_radius=[1]"], "--set goal_radius: expected a number or null, got [1]"),
+    (["overlap_updates=1"], "--set overlap_updates: expected true or false, got 1"),
+    (["collector=proces"], "--set: collector must be one of inline, process, ray, got 'proces' "
+                           "(did you mean 'process'?)"),
+    (["search=sof"], "--set: search must be one of ('soft', 'hard', 'expectation'), got 'sof' "
+                     "(did you mean 'soft'?)"),
+])
+def test_a_bad_set_names_the_key_the_value_and_the_expected_type(sets, message):
+    args = parse(add_train_arguments, "--env", "FetchPush-v4", *[a for s in sets for a in ("--set", s)])
+    with pytest.raises(L3PError) as err:
+        train_config(args)
+    assert str(err.value) == message
+
+
+def test_a_config_file_is_checked_as_the_command_line_is(tmp_path):
+    (tmp_path / "run.toml").write_text('env_id = "FetchReach-v4"\nbatch_siz = 3\n')
+    with pytest.raises(ConfigError, match=r"config file .*run.toml: unknown key 'batch_siz' "
+                                          r"\(did you mean 'batch_size'\?\)"):
+        train_config(parse(add_train_arguments, "--config", str(tmp_path / "run.toml")))
+    (tmp_path / "run.toml").write_text('env_id = "FetchReach-v4"\n[planner]\nd_max = "x"\n')
+    with pytest.raises(ConfigError, match=r"run.toml: planner: d_max: expected a number, got 'x'"):
+        train_config(parse(add_train_arguments, "--config", str(tmp_path / "run.toml")))
+
+
+def test_show_config_lists_every_key_with_its_value_type_and_help(capsys):
+    from l3p.training.commands import run_train
+
+    args = parse(add_train_arguments, "--show-config", "--env", "PointMaze_Large-v3", "--set", "d_max=30")
+    assert run_train(args) == 0
+    text = capsys.readouterr().out
+    keys = [line.split(" = ")[0] for line in text.splitlines() if not line.startswith(" ")]
+    fields = [f.name for f in dataclasses.fields(TrainConfig) if f.name != "planner"]
+    assert sorted(keys) == sorted(fields + list(PLANNER_KEYS))
+    assert "n_envs = 4  (an integer)\n    episodes collected in lockstep per cycle\n" in text  # the preset's value
+    assert "d_max = 30  (a number)\n    edges and local distances" in text  # --set's
+    # Every key has its help line.
+    assert text.count("\n    ") == len(keys)
 
 
 def test_planner_help_lists_every_option():

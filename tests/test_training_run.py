@@ -159,6 +159,8 @@ def test_cli_errors_are_one_line(tmp_path):
     assert r.returncode == 2 and "corrupt" in r.stderr and "Traceback" not in r.stderr
     r = l3p("train", "--env", "FetchReach-v4", "--set", "not_a_field=1", cwd=tmp_path)
     assert r.returncode == 2 and "not_a_field" in r.stderr
+    r = l3p("train", "--env", "FetchReach-v4", "--set", "n_envs=four", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "l3p train: error: --set n_envs: expected an integer, got 'four'\n")
 
 
 def test_cli_train_push_then_export_and_refuse_existing(tmp_path):

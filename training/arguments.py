@@ -37,6 +37,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--export", metavar="BUNDLE_DIR", help="where to write the final bundle")
     parser.add_argument("--force", action="store_true", help="start over even if the run directory holds a run")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
+    parser.add_argument("--show-config", action="store_true",
+                        help="print every config key with its value for this run (the --env preset, --config, "
+                             "--set; the defaults without --env), its type and what it does, and exit")
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:

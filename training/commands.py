@@ -19,14 +19,15 @@ from pathlib import Path
 import numpy as np
 
 from l3p.core.bundle_format import bundle_digest, planner_defaults, read_manifest
-from l3p.core.commandline import read_config_file
+from l3p.core.commandline import ConfigError, check_values, read_config_file
+from l3p.core.config import PlannerConfig
 from l3p.core.dataset import load_dataset
 from l3p.core.errors import INTERRUPTED, L3PError
 from l3p.core.overrides import parse_overrides
 from l3p.sim.draw import plot_landmarks
 from l3p.training.agent import L3PAgent
 from l3p.training.arguments import add_export_arguments, add_train_arguments  # noqa: F401
-from l3p.training.config import TrainConfig, preset
+from l3p.training.config import TrainConfig, check as check_train_keys, describe, preset
 from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
 from l3p.training.offline import OfflineTrainer
 from l3p.training.trainer import CHECKPOINT, REPLAY, SNAPSHOTS, Trainer, load_checkpoint, run_provenance
@@ -39,8 +40,16 @@ class TrainArgumentError(L3PError):
 # ----------------------------------------------------------------------------------------- train
 
 def run_train(args: argparse.Namespace) -> int:
+    if args.show_config:  # the run's config (a preset's for --env, the defaults without one), nothing run
+        if args.resume:
+            cfg = TrainConfig.from_dict(load_checkpoint(Path(args.resume))["config"])
+        else:
+            cfg = train_config(args) if args.env or args.dataset or args.config else TrainConfig()
+        print(describe(cfg))
+        return 0
     if args.resume:
         placement = parse_overrides(args.set, "--set")
+        check_train_keys(placement, "--set")
         if args.ray_address:
             placement["ray_address"] = args.ray_address
         offline = load_checkpoint(Path(args.resume))["config"].get("dataset") is not None
@@ -99,9 +108,13 @@ def _check_placement(args: argparse.Namespace, cfg: TrainConfig) -> None:
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    """The env's preset with ``--set``, ``--steps`` and ``--seed`` applied; with ``--dataset``, the
-    dataset's env (``--env`` may name it too) and the offline budget."""
-    from_file = _config_file(args.config) if args.config else {}
+    """The env's preset with ``--config``, ``--set``, ``--steps`` and ``--seed`` applied; with
+    ``--dataset``, the dataset's env (``--env`` may name it too) and the offline budget. A bad key or
+    value is a ConfigError naming where it came from, the key, the value and the expected type."""
+    where = f"config file {args.config}"
+    from_file = read_config_file(Path(args.config)) if args.config else {}
+    if from_file:
+        check_train_keys(from_file, where)
     env = args.env or from_file.get("env_id")
     if args.dataset:
         recorded = load_dataset(args.dataset).env_id
@@ -111,28 +124,28 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     if not env:
         raise TrainArgumentError("give --env ENV_ID or --dataset FILE (or --resume RUN_DIR)")
     base = {**preset(env).to_dict(), **from_file, "env_id": env}
-    try:
-        TrainConfig.from_dict(base)
-    except (TypeError, ValueError) as exc:
-        raise TrainArgumentError(f"config file {args.config}: {exc}") from None
+    _build(base, where if args.config else "preset")
     overrides = parse_overrides(args.set, "--set")
+    check_train_keys(overrides, "--set")
     if args.dataset:
         overrides["dataset"] = str(args.dataset)
     if args.steps is not None:
-        overrides["offline_updates" if args.dataset else "total_env_steps"] = args.steps
+        overrides["offline_updates" if args.dataset or base.get("dataset") else "total_env_steps"] = args.steps
     if args.seed is not None:
         overrides["seed"] = args.seed
     if args.ray_address:
         overrides["ray_address"] = args.ray_address
+    return _build({**base, **overrides}, "--set")
+
+
+def _build(values: dict, where: str) -> TrainConfig:
+    """The config; its own checks (a collector count past n_envs, ...) name ``where`` they failed."""
     try:
-        return TrainConfig.from_dict({**base, **overrides})
+        return TrainConfig.from_dict(values, where)
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as exc:
-        raise TrainArgumentError(f"bad --set: {exc}") from None
-
-
-def _config_file(path: str) -> dict:
-    """A training config file's keys (TOML or JSON; a run's config.json is one)."""
-    return read_config_file(Path(path))
+        raise TrainArgumentError(f"{where}: {exc}") from None
 
 
 @contextlib.contextmanager
@@ -163,6 +176,7 @@ def run_export(args: argparse.Namespace) -> int:
     if run_dir.name == SNAPSHOTS:
         run_dir = run_dir.parent
     planner_overrides = parse_overrides(args.planner, "--planner")
+    check_values(PlannerConfig, planner_overrides, "--planner")
     state = load_checkpoint(source)
     agent = agent_from_checkpoint(state)
     command = _command_line("export", [args.checkpoint, args.out_dir],

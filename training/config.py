@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from l3p.core.commandline import check_values, describe_config, did_you_mean, documented
 from l3p.core.config import PlannerConfig
+from l3p.core.names import OPTIONS
 
 COLLECTORS = ("inline", "process", "ray")
 """Where episodes are collected: in the learner's process, in worker processes, in Ray actors."""
@@ -25,8 +27,8 @@ EVAL_PAIRS = ("random", "far", "tasks")
 
 PLACEMENT_KEYS = ("device", "cuda_graph", "collector", "collectors", "max_staleness", "ray_address",
                   "torch_threads", "overlap_updates")
-"""Where and how a run executes, not what it learns: a resumed run may change them (a run started
-on a laptop continues on a GPU node with Ray workers)."""
+"""Where and how a run executes and what it reports, not what it learns: a resumed run may change
+them (a run started on a laptop continues on a GPU node with Ray workers)."""
 
 PLANNER_KEYS = tuple(f.name for f in dataclasses.fields(PlannerConfig) if f.name != "mode")
 """Planner options accepted as top-level config keys (the mode is chosen per use, not configured)."""
@@ -34,122 +36,117 @@ PLANNER_KEYS = tuple(f.name for f in dataclasses.fields(PlannerConfig) if f.name
 
 @dataclass
 class TrainConfig:
-    env_id: str = "FetchPush-v4"
-    seed: int = 0
-    # "process": episodes are collected in worker processes while this one learns (torch_threads
-    # is the learner's, each worker uses 1); "inline": one process, collection first, then the
-    # updates; "ray": the workers are Ray actors on a Ray cluster (pip install '.[ray]';
-    # ray_address). Inline and one process worker give the same run (tests/test_collector.py).
-    collector: str = "process"
-    # Rollout workers (process or ray): each steps its share of the n_envs envs with its own copy
-    # of the acting networks; all episodes go to the learner's one replay.
-    collectors: int = 1
-    # 0: synchronous, every cycle stores every worker's episodes collected on the previous cycle's
-    # weights (a run is reproducible for a fixed seed and number of workers). k > 0: the learner
-    # stores whichever workers' episodes are ready and goes on, waiting only for a worker whose
-    # weights are more than k cycles old; the mean age is logged ("staleness" in progress.csv).
-    max_staleness: int = 0
-    ray_address: str | None = None      # Ray cluster to join ("auto", "ray://head:10001"); None: a local one
-    # The learner's torch device: "cpu", "cuda", "cuda:N" or "auto" (cuda when available). Workers
-    # and export always run on the CPU.
-    device: str = "cpu"
-    # On CUDA, replay each optimizer step as one captured CUDA graph (capturable Adam); False, or a
-    # capture that fails (the reason is logged), runs it eagerly.
-    cuda_graph: bool = True
-    # The landmark model's half of each optimizer step (V, autoencoder, clusters) runs in a second
-    # learner thread beside the policy half (critic, actor): same results, both cores learning
-    # (training/agent.py). torch_threads is each thread's intra-op pool.
-    overlap_updates: bool = True
-    torch_threads: int = 1
+    """Every key of a training run (``l3p train --show-config`` lists them with their help)."""
+
+    env_id: str = documented("FetchPush-v4", "the goal env: a registered id or package.module:EnvClass")
+    seed: int = documented(0, "seeds the networks, the replay sampling and the collectors")
+    collector: str = documented("process", "where episodes are collected: 'process' (worker processes, while "
+                                "this one learns; each worker uses 1 thread), 'inline' (one process, collection "
+                                "first, then the updates; the same run as one process worker) or 'ray' (Ray "
+                                "actors; pip install -e '.[ray]'; ray_address)")
+    collectors: int = documented(1, "rollout workers (process or ray): each steps its share of the n_envs envs "
+                                 "with its own copy of the acting networks; all episodes go to one replay")
+    max_staleness: int = documented(0, "0: every cycle stores every worker's episodes collected on the previous "
+                                    "cycle's weights (reproducible for a fixed seed and worker count); k > 0: the "
+                                    "learner goes on with the workers that are ready, waiting only for one whose "
+                                    "weights are more than k cycles old (mean age: 'staleness' in progress.csv)")
+    ray_address: str | None = documented(None, "Ray cluster to join ('auto', 'ray://head:10001'); null: a local one")
+    device: str = documented("cpu", "the learner's torch device: cpu, cuda, cuda:N or auto (cuda when available); "
+                             "workers and export always run on the CPU")
+    cuda_graph: bool = documented(True, "on CUDA, replay each optimizer step as one captured CUDA graph; false, or "
+                                  "a capture that fails (the reason is logged), runs it eagerly")
+    overlap_updates: bool = documented(True, "run the landmark model's half of each optimizer step (V, "
+                                       "autoencoder, clusters) in a second learner thread: same results, both "
+                                       "cores learning")
+    torch_threads: int = documented(1, "each learner thread's intra-op pool")
 
     # --- budget and collection ---
-    total_env_steps: int = 200_000
-    max_episode_steps: int | None = None  # training episode length; None = the env's own limit
-    n_envs: int = 8                     # episodes collected in lockstep per cycle
-    warmup_episodes: int = 100          # uniform random actions, no updates
-    noise_eps: float = 0.2              # Gaussian exploration noise, fraction of action max
-    random_eps: float = 0.3             # probability of a uniform random action
-    updates_per_cycle: int = 40         # optimizer steps after each cycle of n_envs episodes
-    batch_size: int = 256
-    buffer_episodes: int = 20_000
+    total_env_steps: int = documented(200_000, "the online budget: env steps (l3p train --steps)")
+    max_episode_steps: int | None = documented(None, "training episode length; null: the env's own limit")
+    n_envs: int = documented(8, "episodes collected in lockstep per cycle")
+    warmup_episodes: int = documented(100, "episodes of uniform random actions before any update")
+    noise_eps: float = documented(0.2, "Gaussian exploration noise, fraction of the action's max")
+    random_eps: float = documented(0.3, "probability of a uniform random action")
+    updates_per_cycle: int = documented(40, "optimizer steps after each cycle of n_envs episodes (offline: one "
+                                        "cycle is this many updates)")
+    batch_size: int = documented(256, "transitions per optimizer step")
+    buffer_episodes: int = documented(20_000, "replay capacity, episodes")
 
     # --- hindsight relabelling ---
-    relabel_p: float = 0.8              # fraction of goals replaced by future achieved goals
-    future_step: int = 50               # future window (steps ahead); 50 = rest of the episode
-    # Train on a stricter success than the env's: its reward, and the achieved goal within this
-    # distance of the goal (None: the env's alone). A policy rewarded anywhere inside the env's
-    # radius learns to stop at its edge; evaluation always keeps the env's own success test.
-    goal_radius: float | None = None
-    # A transition into a fall (a robot whose env declares its torso, e.g. the ant, upside down)
-    # is a failure: its critic target is the absorbing -1/(1 - gamma), whatever the goal. Without
-    # it, hindsight goals teach nothing against falling (a fallen ant "reaches" where it lies).
-    fall_is_failure: bool = False
+    relabel_p: float = documented(0.8, "fraction of goals replaced by future achieved goals")
+    future_step: int = documented(50, "hindsight window, steps ahead (50: the rest of a 50-step episode)")
+    goal_radius: float | None = documented(None, "train on a stricter success than the env's: its reward and the "
+                                           "achieved goal within this distance (null: the env's alone); "
+                                           "evaluation keeps the env's own test")
+    fall_is_failure: bool = documented(False, "a transition into a fall (an env that declares its torso, e.g. the "
+                                       "ant) is a failure: critic target -1/(1 - gamma), whatever the goal")
 
     # --- DDPG with a distance critic ---
-    gamma: float = 0.98
-    clip_return: float = 50.0
-    lr_actor: float = 1e-3
-    lr_critic: float = 1e-3
-    lr_value: float = 1e-3
-    polyak: float = 0.95                # target weight kept at each target update
-    # Target update schedule: None = once after each cycle's updates; k = every k optimizer steps
-    # (how fast values propagate: one Bellman backup per ~1/(1 - polyak) target updates).
-    target_update_every: int | None = None
-    action_l2: float = 1.0
-    # Every network's gradient is rescaled to at most this L2 norm before its step; None = no clipping.
-    grad_norm_clip: float | None = None
-    hidden: int = 256
-    layers: int = 3
-    clip_obs: float = 200.0
-    clip_norm: float = 5.0
-    norm_eps: float = 0.01
+    gamma: float = documented(0.98, "discount")
+    clip_return: float = documented(50.0, "critic targets clipped to [-clip_return, 0]")
+    lr_actor: float = documented(1e-3, "actor learning rate")
+    lr_critic: float = documented(1e-3, "distance critic learning rate")
+    lr_value: float = documented(1e-3, "value V(goal, goal) learning rate")
+    polyak: float = documented(0.95, "target weight kept at each target update")
+    target_update_every: int | None = documented(None, "null: update the targets once after each cycle's updates; "
+                                                 "k: every k optimizer steps")
+    action_l2: float = documented(1.0, "actor penalty on the squared action")
+    grad_norm_clip: float | None = documented(None, "rescale every network's gradient to at most this L2 norm; "
+                                              "null: no clipping")
+    hidden: int = documented(256, "units per hidden layer")
+    layers: int = documented(3, "hidden layers")
+    clip_obs: float = documented(200.0, "observations clipped to this before normalizing")
+    clip_norm: float = documented(5.0, "normalized inputs clipped to [-clip_norm, clip_norm]")
+    norm_eps: float = documented(0.01, "the normalizers' minimum standard deviation")
 
     # --- latent landmarks ---
-    n_landmarks: int = 80
-    latent_dim: int = 16
-    ae_hidden: int = 128
-    lr_ae: float = 3e-4
-    lr_clusters: float = 3e-4
-    ae_lambda: float = 1.0
-    gls_sample: int = 2000             # replay goals encoded for Greedy Latent Sparsification
-    cluster_batch: int = 150
-    cluster_refresh_every: int = 5     # optimizer steps between GLS cluster-batch refreshes
-    cluster_every: int = 2             # one cluster step every this many optimizer steps
-    planning_start_episodes: int = 1000
-    plan_eps: float = 0.5              # fraction of episodes collected with the planner
-    extra_landmarks: int = 20          # GLS replay goals added as temporary nodes at train time
+    n_landmarks: int = documented(80, "latent clusters: the bundle's landmarks")
+    latent_dim: int = documented(16, "the reachability autoencoder's latent size")
+    ae_hidden: int = documented(128, "the autoencoder's hidden units")
+    lr_ae: float = documented(3e-4, "autoencoder learning rate")
+    lr_clusters: float = documented(3e-4, "cluster centroids' learning rate")
+    ae_lambda: float = documented(1.0, "weight of the autoencoder's reconstruction loss")
+    gls_sample: int = documented(2000, "replay goals encoded for Greedy Latent Sparsification")
+    cluster_batch: int = documented(150, "goals per cluster step")
+    cluster_refresh_every: int = documented(5, "optimizer steps between GLS cluster-batch refreshes")
+    cluster_every: int = documented(2, "one cluster step every this many optimizer steps")
+    planning_start_episodes: int = documented(1000, "online: clusters and planned episodes start after this many "
+                                              "episodes")
+    plan_eps: float = documented(0.5, "fraction of episodes collected with the planner once it exists")
+    extra_landmarks: int = documented(20, "GLS replay goals added as temporary nodes at train time")
 
     # --- offline: learn from a recorded dataset (core/dataset.py) instead of env steps ---
-    # The dataset file; set, training takes no env step and starts no collector (evaluation still
-    # runs episodes in the env). The critic bootstraps only through recorded actions (expectile
-    # regression), the actor is behaviour-regularized; V, the latent space, the landmarks and the
-    # bundle are as online (training/offline.py).
-    dataset: str | None = None
-    offline_updates: int = 300_000      # the budget: optimizer steps (updates_per_cycle make one cycle)
-    expectile: float = 0.9              # the critic's expectile over recorded continuations (0.5 = mean)
-    bc_alpha: float = 2.5               # actor: maximize (bc_alpha / mean|Q|)·Q minus the distance to the data's action
-    random_goal_p: float = 0.2          # offline critic goals drawn from anywhere in the data (they teach what is far)
-    landmarks_after_updates: int = 20_000  # clusters start once the latent space has trained this long
+    dataset: str | None = documented(None, "train offline from this dataset (l3p train --dataset): no env step and "
+                                     "no collector (evaluation still runs episodes in the env); the critic "
+                                     "bootstraps only through recorded actions, the actor is behaviour-regularized")
+    offline_updates: int = documented(300_000, "the offline budget: optimizer steps (l3p train --steps)")
+    expectile: float = documented(0.9, "the critic's expectile over recorded continuations (0.5: the mean)")
+    bc_alpha: float = documented(2.5, "actor: maximize (bc_alpha / mean|Q|) Q minus the distance to the data's "
+                                 "action")
+    random_goal_p: float = documented(0.2, "offline critic goals drawn from anywhere in the data (they teach what "
+                                      "is far)")
+    landmarks_after_updates: int = documented(20_000, "offline: clusters start once the latent space has trained "
+                                              "this many updates")
 
-    # --- the planner: training's planned episodes and evaluation use it; the bundle serves it ---
-    # (its prune_failed is served and evaluated with; training's own planned episodes follow
-    # Algorithm 1 without it, and sample their subgoals).
-    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    # The training-time planner: training's planned episodes and evaluation use it; the bundle serves
+    # it. Its prune_failed is served and evaluated with; training's own planned episodes follow
+    # Algorithm 1 without it, and sample their subgoals.
+    planner: PlannerConfig = documented(PlannerConfig(), "the planner's options (top-level keys: d_max, ...)")
 
     # --- evaluation, logging, checkpoints ---
-    eval_every_cycles: int = 25
-    eval_episodes: int = 20
-    # "random": the env's own start/goal distribution; "far": maze start/goal cells >= eval_min_cells
-    # apart by BFS (sim/mazes.py), the paper's maze test; "tasks": the env's fixed evaluation tasks
-    # (OGBench's five), episode i on task i mod 5 + 1.
-    eval_pairs: str = "random"
-    eval_min_cells: int = 10
-    eval_max_steps: int | None = None  # evaluation episode length; None = the env's own limit
-    checkpoint_every_cycles: int = 25
+    eval_every_cycles: int = documented(25, "evaluate (a progress.csv row, a snapshot) every this many cycles")
+    eval_episodes: int = documented(20, "episodes per evaluation and mode")
+    eval_pairs: str = documented("random", "evaluation start/goal: 'random' (the env's own draw), 'far' (maze "
+                                 "cells >= eval_min_cells apart by BFS, the paper's maze test) or 'tasks' (the env's "
+                                 "fixed evaluation tasks, episode i on task i mod 5 + 1)")
+    eval_min_cells: int = documented(10, "eval_pairs 'far': the minimum BFS distance, cells")
+    eval_max_steps: int | None = documented(None, "evaluation episode length; null: the env's own limit")
+    checkpoint_every_cycles: int = documented(25, "write the resumable checkpoint every this many cycles")
 
     def __post_init__(self) -> None:
         if self.collector not in COLLECTORS:
-            raise ValueError(f"collector must be one of {', '.join(COLLECTORS)}, got {self.collector!r}")
+            raise ValueError(f"collector must be one of {', '.join(COLLECTORS)}, got {self.collector!r}"
+                             + did_you_mean(self.collector, COLLECTORS))
         if not 1 <= self.collectors <= self.n_envs:
             raise ValueError(f"collectors must be between 1 and n_envs ({self.n_envs}), got {self.collectors!r}")
         if self.collector == "inline" and self.collectors != 1:
@@ -159,7 +156,8 @@ class TrainConfig:
         if not (self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:")):
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
         if self.eval_pairs not in EVAL_PAIRS:
-            raise ValueError(f"eval_pairs must be one of {', '.join(EVAL_PAIRS)}, got {self.eval_pairs!r}")
+            raise ValueError(f"eval_pairs must be one of {', '.join(EVAL_PAIRS)}, got {self.eval_pairs!r}"
+                             + did_you_mean(self.eval_pairs, EVAL_PAIRS))
         if not 0.5 <= self.expectile < 1.0:
             raise ValueError(f"expectile must be in [0.5, 1), got {self.expectile!r}")
         if not self.bc_alpha > 0:
@@ -188,24 +186,17 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, data: dict[str, Any], where: str = "config") -> "TrainConfig":
         """The config ``to_dict`` wrote, or the older flat form (planner options at the top level);
-        top-level planner options override the ``planner`` block's."""
+        top-level planner options override the ``planner`` block's. A ConfigError (a ValueError)
+        names the key, the value and the expected type; ``where``: the file or option read."""
+        check(data, where)
         data = dict(data)
         planner = data.pop("planner", {})
         if isinstance(planner, PlannerConfig):
             planner = dataclasses.asdict(planner)
         planner = {**planner, **{k: data.pop(k) for k in PLANNER_KEYS if k in data}}
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
-        try:
-            planner_config = PlannerConfig(**planner)
-        except TypeError:
-            fields = {f.name for f in dataclasses.fields(PlannerConfig)}
-            raise ValueError(f"unknown planner keys: {', '.join(sorted(set(planner) - fields))}") from None
-        return cls(**data, planner=planner_config)
+        return cls(**data, planner=PlannerConfig(**planner))
 
     def replace(self, **overrides: Any) -> "TrainConfig":
         """A copy with ``overrides``; planner options (``d_max=30``) go to the planner."""
@@ -331,3 +322,22 @@ def preset(env_id: str) -> TrainConfig:
     if env_id not in PRESETS:
         return TrainConfig(env_id=env_id)
     return dataclasses.replace(PRESETS[env_id])
+
+
+SHOW_CONFIG = "l3p train --show-config lists them"
+
+
+def check(values: dict[str, Any], where: str) -> None:
+    """Raise ConfigError unless ``values`` are training config keys (planner options at the top level
+    or in a ``planner`` table) with values of their types; see `l3p.core.commandline.check_values`."""
+    check_values(TrainConfig, values, where, also=PLANNER_KEYS, listing=SHOW_CONFIG)
+    if isinstance(values.get("planner"), dict):
+        check_values(PlannerConfig, values["planner"], f"{where} planner" if where.startswith("-")
+                     else f"{where}: planner")
+    check_values(PlannerConfig, {k: v for k, v in values.items() if k in PLANNER_KEYS}, where)
+
+
+def describe(config: TrainConfig) -> str:
+    """Every key of ``config`` with its value, type and help (``l3p train --show-config``)."""
+    docs = {name: option.help for name, option in OPTIONS.items()}
+    return "\n".join(describe_config(config, docs, skip=("mode",)))

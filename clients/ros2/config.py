@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from l3p.core.commandline import did_you_mean
 from l3p.core.errors import L3PError
 from l3p.core.names import parse_variant
 
@@ -209,11 +210,14 @@ def build(values: dict[str, Any]) -> BridgeConfig:
     for name, value in values.items():
         head, dot, tail = name.partition(".")
         if head not in fields:
-            raise BridgeConfigError(f"unknown key {name!r}; known: {', '.join(sorted(fields))}")
+            raise BridgeConfigError(f"unknown key {name!r}{did_you_mean(head, fields)}; "
+                                    f"known: {', '.join(sorted(fields))}")
         default = getattr(defaults, head)
         if dot:
             if not dataclasses.is_dataclass(default) or tail not in {f.name for f in dataclasses.fields(default)}:
-                raise BridgeConfigError(f"unknown key {name!r}")
+                known = ([f"{head}.{f.name}" for f in dataclasses.fields(default)]
+                         if dataclasses.is_dataclass(default) else [])
+                raise BridgeConfigError(f"unknown key {name!r}{did_you_mean(name, known)}")
             nested.setdefault(head, {})[tail] = _coerce(name, value, getattr(default, tail))
         else:
             if dataclasses.is_dataclass(default):
