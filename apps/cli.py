@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from l3p.core.errors import INTERRUPTED, USAGE, L3PError
-from l3p.core.names import DISTRIBUTION
+from l3p.core.names import DISTRIBUTION, install_hint
 
 
 EPILOG = """examples:
@@ -81,7 +81,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("card", "write (or --check) a model's card, models/NAME/README.md, from its manifest and evaluations",
             "l3p.cards", "add_card_arguments", "run_card", ""),
     Command("ros2", "ROS 2: the bridge between robots and a planner server (bridge), a simulated robot (sim)",
-            "l3p.clients.ros2.commands", "add_ros2_arguments", "run_ros2", "ros2"),
+            "l3p.clients.ros2.commands", "l3p.clients.ros2.arguments:add_ros2_arguments", "run_ros2", "ros2"),
 )
 BY_NAME = {command.name: command for command in COMMANDS}
 
@@ -115,8 +115,7 @@ def missing_extra(command: Command, exc: ImportError) -> MissingExtra:
     """A package the command needs is not installed: name the extra that brings it."""
     missing = (exc.name or "").split(".")[0]
     what = f"the {command.extra!r} extra" + ("s" if "," in command.extra else "")
-    return MissingExtra(f"needs {what} (missing module {missing or str(exc)!r}): "
-                        f"pip install '{DISTRIBUTION}[{command.extra}]'")
+    return MissingExtra(f"needs {what} (missing module {missing or str(exc)!r}): {install_hint(command.extra)}")
 
 
 def declared_options(command: Command) -> Any:
@@ -156,9 +155,10 @@ def _help(command: Command, argv: list[str]) -> None:
     try:
         _load_or_missing(command)
     except MissingExtra as exc:
-        if ":" not in command.add_arguments:  # the options live in the missing module
-            raise
         note = f"this install cannot run it: it {exc}"
+        if ":" not in command.add_arguments:  # the options live in the missing module: say so
+            argparse.ArgumentParser(prog=f"l3p {command.name}", description=command.help,
+                                    epilog=f"{note}; its options are listed once it is installed").parse_args(["-h"])
     command_parser(command, declared_options(command), note).parse_args(argv)
 
 

@@ -10,12 +10,12 @@ from typing import Any
 
 from l3p.clients.client import ModelInfo
 from l3p.core.errors import USAGE, L3PError
-from l3p.core.names import DISTRIBUTION
+from l3p.core.names import install_hint
 
 # A missing simulator fails at import like any dependency, so `l3p` can say which extra to install.
 for _dep in ("gymnasium", "gymnasium_robotics", "mujoco"):
     if importlib.util.find_spec(_dep) is None:
-        raise ImportError(f"l3p.clients.protocol needs {_dep}: pip install '{DISTRIBUTION}[sim]'", name=_dep)
+        raise ImportError(f"l3p.clients.protocol needs {_dep}: {install_hint('sim')}", name=_dep)
 
 from l3p.sim import mazes  # noqa: E402
 from l3p.sim.envs import UnknownEnvError, evaluation_env_id, evaluation_tasks, make_env, task_options  # noqa: E402

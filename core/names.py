@@ -24,6 +24,41 @@ GOAL = -1  # subgoal index of the final goal
 MIN_TEMPERATURE = 1e-6
 
 
+def install_hint(extras: str) -> str:
+    """The pip command that adds ``extras`` (``"serve"``, ``"ros2,sim"``) to this install, in the form
+    for how it was made (pip records it: a checkout, a wheel file, an index), with the checkout's
+    form beside it: no index serves this distribution, so ``l3p-service[...]`` alone is no answer."""
+    checkout = f"pip install -e '.[{extras}]'"
+    source, editable = _installed_from()
+    if source is None:
+        return (f"{checkout} in a checkout, or pip install 'WHEEL.whl[{extras}]' with the wheel "
+                f"(pip install '{DISTRIBUTION}[{extras}]' from an index that serves it)")
+    if source.endswith(".whl"):
+        return f"pip install '{source}[{extras}]' (the wheel this install came from; in a checkout: {checkout})"
+    if not editable:
+        checkout = f"pip install '.[{extras}]'"
+    return f"{checkout} in the checkout {source} (with a wheel: pip install 'WHEEL.whl[{extras}]')"
+
+
+def _installed_from() -> tuple[str | None, bool]:
+    """(the local directory or wheel file this distribution was installed from, editable), or
+    (None, False) for an install from an index or without pip's record (PEP 610)."""
+    import json
+    import urllib.parse
+    from importlib import metadata
+
+    # Every record of the name: a checkout's own egg-info (no record) may come first on sys.path.
+    texts = (dist.read_text("direct_url.json") for dist in metadata.distributions(name=DISTRIBUTION))
+    try:
+        record = json.loads(next((text for text in texts if text), "{}"))
+    except ValueError:
+        return None, False
+    url = record.get("url", "")
+    if not url.startswith("file://"):
+        return None, False
+    return urllib.parse.unquote(url.removeprefix("file://")), bool(record.get("dir_info", {}).get("editable"))
+
+
 def is_real(x: object) -> bool:
     # The exact types first: the ABC checks cost microseconds on every episode start.
     return type(x) is float or type(x) is int or (isinstance(x, numbers.Real) and not isinstance(x, bool))

@@ -15,6 +15,7 @@ import pytest
 
 from l3p import cli
 from l3p.core.errors import INTERRUPTED, UNAVAILABLE, USAGE, L3PError
+from l3p.core.names import install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = ["train", "export", "keygen", "sign", "dataset", "serve", "run", "eval", "plot", "demo", "card", "ros2"]
@@ -95,7 +96,7 @@ def test_a_missing_extra_is_one_line_naming_it_whatever_the_options(argv, hidden
     noun = "extra" if "," not in extra else "extras"
     assert proc.returncode == USAGE
     assert re.fullmatch(rf"l3p {argv[0]}: error: needs the '{extra}' {noun} \(missing module '({module})'\): "
-                        rf"pip install 'l3p-service\[{extra}\]'\n", proc.stderr), proc.stderr
+                        rf"{re.escape(install_hint(extra))}\n", proc.stderr), proc.stderr
     assert proc.stdout == ""
 
 
@@ -113,6 +114,35 @@ def test_help_lists_the_options_and_names_a_missing_extra(name, hidden, extra, o
     assert proc.returncode == 0 and proc.stdout.startswith(f"usage: l3p {name} "), proc.stderr
     assert option in proc.stdout
     assert f"this install cannot run it: it needs the '{extra}' extra" in " ".join(proc.stdout.split())
+
+
+# The modules each extra brings that a command needs at once (hidden: the extra is not installed).
+EXTRA_MODULES = {"train": ["torch"], "serve": ["onnxruntime"], "sim": ["gymnasium", "mujoco", "ogbench"],
+                 "ros2": ["rclpy"], "": []}
+
+
+@pytest.mark.parametrize("command", cli.COMMANDS, ids=lambda c: c.name)
+def test_every_help_works_without_its_extra(command):
+    hidden = [m for extra in command.extra.split(",") for m in EXTRA_MODULES[extra]]
+    proc = l3p(command.name, "--help", prelude=HIDE.format(hidden=hidden))
+    assert proc.returncode == 0 and proc.stdout.startswith(f"usage: l3p {command.name} "), proc.stderr
+    assert proc.stderr == ""
+
+
+def test_install_hints_name_the_form_for_a_checkout_and_for_a_wheel(monkeypatch):
+    """pip records where a distribution came from (PEP 610's direct_url.json): the hint gives the
+    command for that source, and the other form beside it; never the index name alone."""
+    from l3p.core import names
+
+    monkeypatch.setattr(names, "_installed_from", lambda: ("/src/l3p", True))
+    assert names.install_hint("serve") == ("pip install -e '.[serve]' in the checkout /src/l3p "
+                                           "(with a wheel: pip install 'WHEEL.whl[serve]')")
+    monkeypatch.setattr(names, "_installed_from", lambda: ("/dist/l3p_service-0.1.0-py3-none-any.whl", False))
+    assert names.install_hint("ros2,sim") == (
+        "pip install '/dist/l3p_service-0.1.0-py3-none-any.whl[ros2,sim]' (the wheel this install came from; "
+        "in a checkout: pip install -e '.[ros2,sim]')")
+    monkeypatch.setattr(names, "_installed_from", lambda: (None, False))
+    assert names.install_hint("sim").startswith("pip install -e '.[sim]' in a checkout, or ")
 
 
 def test_version():

@@ -97,3 +97,20 @@ def test_the_readme_links_resolve_in_the_repository():
     for link in links:
         if "://" not in link:
             assert (ROOT / link).exists(), link
+
+
+def test_the_pages_ask_for_the_python_pyproject_requires_and_installs_that_work_from_a_checkout():
+    """No index serves l3p-service: an install line names the checkout (``.``) or a wheel file."""
+    import tomllib
+
+    required = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    version = re.fullmatch(r">=(3\.\d+)", required)[1]
+    pages = [ROOT / "README.md", ROOT / "scripts" / "demo", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        for found in re.findall(r"Python (?:≥|>=) ?(3\.\d+)", text):
+            assert found == version, page
+        assert not re.search(r"pip install[^\n`]*'l3p-service\[", text), page
+    assert f"Python ≥ {version}" in (ROOT / "README.md").read_text()
+    assert f"Python ≥ {version}" in (ROOT / "docs" / "install.md").read_text()
+    assert f"needs Python >= {version}" in (ROOT / "scripts" / "demo").read_text()

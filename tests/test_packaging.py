@@ -17,7 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("apps", "core", "protos", "sim", "training", "serving", "clients")
 BUNDLE = ROOT / "models" / "FetchPush-v4"
-HINT = r"l3p {command}: error: needs the '{extra}' extra \(missing module '[\w.]+'\): pip install 'l3p-service\[{extra}\]'\n"
+# Installed from a wheel file: the hint installs the extra from that wheel, and says the checkout's form.
+HINT = (r"l3p {command}: error: needs the '{extra}' extra \(missing module '[\w.]+'\): pip install "
+        r"'/\S+/l3p_service-[\w.]+-py3-none-any\.whl\[{extra}\]' \(the wheel this install came from; "
+        r"in a checkout: pip install -e '\.\[{extra}\]'\)\n")
 
 pytestmark = pytest.mark.slow
 

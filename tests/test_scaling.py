@@ -152,7 +152,9 @@ def test_ray_workers_without_ray_installed_are_a_one_line_error(tmp_path):
                         "--steps", "200", "--no-progress", "--set", "collector=\"ray\"", "--set", "collectors=2"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
-    assert "collector 'ray' needs the 'ray' extra (missing module 'ray'): pip install 'l3p-service[ray]'" in r.stderr
+    from l3p.core.names import install_hint
+
+    assert f"collector 'ray' needs the 'ray' extra (missing module 'ray'): {install_hint('ray')}" in r.stderr
     assert not (tmp_path / "run").exists()  # refused before anything was built
 
 

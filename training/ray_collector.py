@@ -5,7 +5,7 @@ per cycle; each actor (a `RolloutWorker`, one CPU each, anywhere in the cluster)
 of the cycle's envs on them and returns its episodes, which go to the learner's one replay. An
 actor that dies (its node lost, its process killed) is replaced by a new one, which collects the
 same request on the same weights again: nothing stored is lost, and a synchronous run is the run
-it would have been. Ray itself is an optional extra (``pip install 'l3p-service[ray]'``), imported
+it would have been. Ray itself is an optional extra (``pip install -e '.[ray]'``), imported
 only here.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 import numpy as np
 
 from l3p.core.errors import L3PError
+from l3p.core.names import install_hint
 from l3p.training.collector import (CollectorError, CollectRequest, Episodes, RolloutWorker, WorkerPool, acting_state,
                                     worker_envs)
 from l3p.training.config import TrainConfig
@@ -36,7 +37,7 @@ def require_ray():
         import ray
     except ImportError:
         raise RayMissingError("collector 'ray' needs the 'ray' extra (missing module 'ray'): "
-                              "pip install 'l3p-service[ray]'") from None
+                              f"{install_hint('ray')}") from None
     return ray
 
 

@@ -1,6 +1,6 @@
 """Training curves as TensorBoard event files, beside ``progress.csv``: ``RUN_DIR/tensorboard/``
 (``tensorboard --logdir runs``). Optional: written when the ``tensorboard`` package is installed
-(``pip install 'l3p-service[tensorboard]'``), skipped otherwise; progress.csv is always written."""
+(``pip install -e '.[tensorboard]'`` in a checkout), skipped otherwise; progress.csv is always written."""
 from __future__ import annotations
 
 import importlib.util

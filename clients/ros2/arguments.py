@@ -1,0 +1,34 @@
+"""``l3p ros2``'s options, in a module light enough (the standard library) for ``l3p ros2 --help`` to
+list them in an install without ROS 2; the command itself is in clients/ros2/commands.py."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_ros2_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="mode", required=True, metavar="MODE")
+    bridge = sub.add_parser("bridge", help="the bridge: a ROS 2 node driving robots through a planner server")
+    bridge.add_argument("--config", metavar="YAML", help="settings (plain YAML or a ROS 2 parameters file)")
+    bridge.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a setting, e.g. --set rate_hz=50 --set topics.goal=/target (repeatable)")
+    bridge.add_argument("--stats", metavar="JSON", help="write per-robot counts and gRPC step latencies on exit")
+    bridge.add_argument("--print-config", action="store_true", help="print the resolved settings and exit")
+    bridge.add_argument("--ros-args", nargs=argparse.REMAINDER, default=[], metavar="ROS_ARGS",
+                        help="the rest goes to ROS 2, e.g. --ros-args -r __ns:=/arm -r __node:=arm_planner")
+    sim = sub.add_parser("sim", help="a simulated robot: a goal env as a ROS 2 node")
+    sim.add_argument("--env", required=True, metavar="ENV", help="a goal env id, as l3p run takes it")
+    sim.add_argument("--namespace", default="", help="the robot's namespace, e.g. /arm1")
+    sim.add_argument("--episodes", type=int, default=1)
+    sim.add_argument("--seed", type=int, default=0, help="episode i resets the env with SEED + i")
+    sim.add_argument("--pairs", choices=("random", "far"), default="random")
+    sim.add_argument("--min-cells", type=int, default=None)
+    sim.add_argument("--max-steps", type=int, default=None)
+    sim.add_argument("--rate", type=float, default=None, metavar="HZ",
+                     help="step at this rate with the newest command (default: lockstep)")
+    sim.add_argument("--goal-type", choices=("point", "array"), default="point")
+    sim.add_argument("--wait", type=float, default=30.0, metavar="S", help="longest wait for the bridge")
+    sim.add_argument("--log-received", action="store_true", help="keep every command received, with its time")
+    sim.add_argument("--start-at", type=float, default=None, metavar="UNIX_TIME",
+                     help="begin the first episode at this time (to start several robots together)")
+    sim.add_argument("--out", metavar="JSON", help="write the episodes (success, actions, latencies)")
