@@ -1,8 +1,12 @@
 """``l3p serve --processes N``: N server processes on one port (gRPC's multiprocessing recipe).
 
-The parent reserves the port with a SO_REUSEPORT socket that never listens, then spawns N
-processes (fresh interpreters: gRPC state must not be forked). Each loads the bundle and binds the
-same port with SO_REUSEPORT; the kernel spreads new connections over them. A client channel is one
+The parent holds the port with a socket that never listens (startup.bind_port): bound without
+SO_REUSEPORT, so a port any other socket holds is refused (``address already in use``), then
+open to SO_REUSEPORT sockets only, so a later server, one process or many, is refused too. It then
+spawns N processes (fresh interpreters: gRPC state must not be forked). Each loads the bundle and
+binds the same port with SO_REUSEPORT; the kernel spreads new connections over them. A program of
+the same user that asks for SO_REUSEPORT itself can still bind beside them: that is what the
+option is for. A client channel is one
 connection, so a robot's sessions stay on the process that opened them. Processes share nothing:
 behind a proxy that may use several upstream connections, run one replica per port instead
 (deploy/nginx).
@@ -21,7 +25,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
-import socket
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,17 +33,7 @@ from l3p.core.errors import L3PError
 from l3p.serving.config import ServeConfig
 from l3p.serving.logs import configure_logging, event
 from l3p.serving.server import serve
-from l3p.serving.startup import ServeError, exit_with_parent, prepare, report
-
-
-def reserve_port(host: str, port: int) -> socket.socket:
-    """A bound, non-listening SO_REUSEPORT socket: holds the port (or picks one for port 0)
-    without taking connections."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    return sock
+from l3p.serving.startup import bind_port, check_port, exit_with_parent, prepare, report
 
 
 @dataclass
@@ -62,18 +55,23 @@ def _worker(config: ServeConfig, index: int, ready) -> None:
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
     configure_logging(config.log_level, capture_native=True)
     try:  # the bundle may have changed since the parent checked it
-        sys.exit(serve(config, *prepare(config), on_ready=ready.send, worker=index))
+        sys.exit(serve(config, *prepare(config), on_ready=ready.send, share_port=True, worker=index))
     except L3PError as exc:
         sys.exit(report(exc))
 
 
 def run_processes(config: ServeConfig) -> int:
-    """Serves with config.processes processes until SIGTERM/SIGINT; the exit code."""
-    try:
-        reservation = reserve_port(config.host, config.port)
-    except OSError as exc:
-        raise ServeError(f"cannot bind {config.host}:{config.port}: {exc.strerror}") from None
+    """Serves with config.processes processes until SIGTERM/SIGINT; the exit code. ServeError,
+    before a process is spawned, if the port or a metrics port is taken."""
+    reservation = bind_port(config.host, config.port, shared=True)
     port = reservation.getsockname()[1]
+    if config.metrics_port:
+        try:
+            for index in range(config.processes):
+                check_port(config.metrics_host, config.metrics_port + index, "--metrics-port")
+        except BaseException:
+            reservation.close()
+            raise
     context = multiprocessing.get_context("spawn")
     workers: list[_Worker] = []
     stopping = failed = False

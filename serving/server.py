@@ -7,7 +7,9 @@ An asyncio server (grpc.aio), run as grpc's own asyncio examples run theirs: ``a
 ``await server.start()``, ``await server.wait_for_termination()``. A call or an open Control
 stream costs no thread. Sessions, unary or stream, expire after --session-ttl seconds without a
 call. Requests over MAX_MESSAGE_BYTES are refused with RESOURCE_EXHAUSTED. Once listening, the
-server prints ``L3P_SERVER_READY port=<N>`` on stdout; logs are JSON lines on stderr.
+server prints ``L3P_SERVER_READY port=<N>`` on stdout; logs are JSON lines on stderr. A port
+that any other socket holds is refused in one line (``address already in use``): only the
+processes of one ``--processes N`` server share a port (SO_REUSEPORT, serving/processes.py).
 SIGTERM/SIGINT (handled on the event loop): health goes NOT_SERVING (health watches end), new
 calls are refused, calls in flight get --shutdown-grace seconds to finish; a second signal stops
 at once.
@@ -40,7 +42,7 @@ from l3p.serving.servicer import (
     planner_handlers,
 )
 from l3p.serving.sessions import Session, SessionStore
-from l3p.serving.startup import ServeError, exit_with_parent
+from l3p.serving.startup import ServeError, bind_error, check_port, exit_with_parent
 
 # Requests are ~100 bytes; a small cap bounds the memory one call can make the server hold.
 # gRPC itself answers RESOURCE_EXHAUSTED ("Received message larger than max") past it.
@@ -72,6 +74,8 @@ class PlannerServer:
     caller identities (serving/security.py); None admits everyone as one anonymous principal.
     ``replica_id``: prefixes session ids ("ID.") so a proxy can route a session's calls here.
     ``poll_interval_s``: how often the repository is looked at for new versions (None: never).
+    ``share_port``: other SO_REUSEPORT sockets may bind the port too (the processes of one
+    ``--processes N`` server); without it any other bind there is refused.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class PlannerServer:
         with_reflection: bool = False,
         replica_id: str | None = None,
         poll_interval_s: float | None = None,
+        share_port: bool = False,
     ):
         self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire,
                                   id_prefix=f"{replica_id}." if replica_id else "",
@@ -119,17 +124,20 @@ class PlannerServer:
                 self.models.close()
                 raise
         try:
-            self.port = self._create(host, port, credentials, gate, with_reflection)
+            self.port = self._create(host, port, credentials, gate, with_reflection, share_port)
         except BaseException:
             self.models.close()
             raise
 
     def _create(self, host: str, port: int, credentials: grpc.ServerCredentials | None,
-                gate: Gatekeeper | None, with_reflection: bool) -> int:
+                gate: Gatekeeper | None, with_reflection: bool, share_port: bool) -> int:
         interceptors = []
         if gate is not None and (gate.tokens is not None or gate.admin is not None):
             interceptors.append(AuthInterceptor(gate, SERVICE_NAME, self._on_refused))
-        self._server = grpc.aio.server(interceptors=interceptors, options=_CHANNEL_OPTIONS)
+        # gRPC turns SO_REUSEPORT on unless told: a second server would bind beside this one and
+        # the kernel would hand it a share of the new connections.
+        options = [*_CHANNEL_OPTIONS, ("grpc.so_reuseport", int(share_port))]
+        self._server = grpc.aio.server(interceptors=interceptors, options=options)
         self.servicer = PlannerServicer(
             self.models, self.store, self.metrics,
             gate.principal if gate is not None else anonymous,
@@ -218,14 +226,20 @@ def onnxruntime_threads(bundle: Bundle) -> dict[str, int]:
 
 
 def serve(config: ServeConfig, models: ModelSpec, security: Security, blas: dict[str, int],
-          on_ready: Callable[[int], None], **log_fields) -> int:
+          on_ready: Callable[[int], None], *, share_port: bool = False, **log_fields) -> int:
     """Runs one server process until SIGTERM/SIGINT; calls on_ready(port) once it serves. 0 after
-    a shutdown; ServeError if it cannot start (a busy port), BundleError if a model cannot load."""
-    return asyncio.run(_serve(config, models, security, blas, on_ready, log_fields))
+    a shutdown; ServeError if it cannot start (a busy port), BundleError if a model cannot load.
+    share_port: a process of ``--processes N``, whose parent holds the port and checked the metrics
+    ports."""
+    return asyncio.run(_serve(config, models, security, blas, on_ready, share_port, log_fields))
 
 
-async def _serve(config: ServeConfig, models: ModelSpec, security: Security,
-                 blas: dict[str, int], on_ready: Callable[[int], None], log_fields: dict) -> int:
+async def _serve(config: ServeConfig, models: ModelSpec, security: Security, blas: dict[str, int],
+                 on_ready: Callable[[int], None], share_port: bool, log_fields: dict) -> int:
+    if not share_port:  # refused before the models load
+        check_port(config.host, config.port)
+        if config.metrics_port:
+            check_port(config.metrics_host, config.metrics_port, "--metrics-port")
     try:
         server = PlannerServer(
             models,
@@ -240,8 +254,11 @@ async def _serve(config: ServeConfig, models: ModelSpec, security: Security,
             with_reflection=config.reflection,
             replica_id=config.replica_id,
             poll_interval_s=config.poll_interval or None,
+            share_port=share_port,
         )
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
+        if not share_port:  # taken while the models loaded: say by what, when it still is
+            check_port(config.host, config.port)
         raise ServeError(str(exc)) from None
     first = server.models.versions()[0].bundle
     event(logging.INFO, "thread_pools", blas_threads=blas, **onnxruntime_threads(first))
@@ -252,7 +269,7 @@ async def _serve(config: ServeConfig, models: ModelSpec, security: Security,
         except OSError as exc:
             await server.stop(None)
             await server.wait_for_termination()
-            raise ServeError(f"metrics port {config.metrics_port}: {exc.strerror}") from None
+            raise bind_error(config.metrics_host, config.metrics_port, "--metrics-port", exc) from None
 
     loop = asyncio.get_running_loop()
     signals = 0

@@ -3,8 +3,10 @@ shared by the single server (server.py) and each of ``--processes N`` (processes
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import sys
 
 from l3p.core.bundle_format import BundleError, check_pin, read_manifest
@@ -18,6 +20,51 @@ from l3p.serving.threads import limit_blas_threads
 
 class ServeError(L3PError):
     """The server cannot start as asked (a busy port, say)."""
+
+
+def bind_error(host: str, port: int, option: str, exc: OSError) -> ServeError:
+    """One line naming the address, the option that chose it and the reason."""
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    reason = (exc.strerror or str(exc)).lower()
+    if exc.errno == errno.EADDRINUSE:
+        reason += f" (another server holds it: stop that one or choose another {option})"
+    return ServeError(f"cannot bind {address} ({option}): {reason}")
+
+
+def bind_port(host: str, port: int, option: str = "--port", *, shared: bool = False) -> socket.socket:
+    """A TCP socket bound to host:port (port 0: a free one) that never listens, so it takes no
+    connection. ServeError (bind_error) if any socket already holds the port, one that allows
+    SO_REUSEPORT included.
+
+    shared: the port is then held for the processes of one server: only sockets that ask for
+    SO_REUSEPORT (and, on Linux, belong to the same user) may bind it while this one is open;
+    any other bind is refused."""
+    try:
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                      flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise bind_error(host, port, option, exc) from None
+    try:
+        # SO_REUSEADDR: the connections of a server that just stopped (TIME_WAIT) don't hold the
+        # port. No SO_REUSEPORT yet: with it the bind would succeed beside SO_REUSEPORT listeners,
+        # another server's processes.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        if shared:
+            # Once bound: a bound socket without SO_REUSEADDR refuses every bind beside it that
+            # does not ask for SO_REUSEPORT itself.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    except OSError as exc:
+        sock.close()
+        raise bind_error(host, port, option, exc) from None
+    return sock
+
+
+def check_port(host: str, port: int, option: str = "--port") -> None:
+    """ServeError (bind_error) if host:port cannot be bound now."""
+    bind_port(host, port, option).close()
 
 
 def report(exc: L3PError) -> int:

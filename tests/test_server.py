@@ -1,4 +1,5 @@
-"""Unit tests of serving/: the bundle loader, the session store, and the servicer's error model.
+"""Unit tests of serving/: the bundle loader, the session store, and the servicer's error model;
+and, against real server processes, one server per port.
 
 End-to-end tests against the real server process are in test_server_e2e.py.
 """
@@ -11,24 +12,29 @@ import hashlib
 import json
 import logging
 import shutil
+import socket
 import sys
 import threading
+import urllib.request
 from pathlib import Path
 
 import grpc
 import numpy as np
 import onnxruntime as ort
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.core import EPISODE_OPTIONS, PlannerConfig
 from l3p.core.commandline import ConfigError, parse_config
+from l3p.core.errors import USAGE
 from l3p.serving.config import DEFAULT_BATCH_DELAY_US, ServeConfig
 from l3p.serving.bundle import BundleError, bundle_digest, load_bundle, session_options
 from l3p.serving.logs import JsonFormatter, RateLimit
 from l3p.serving.mapping import episode_config
 from l3p.serving.errors import InvalidRequestError
+from l3p.serving.local_server import LocalServer, ServerStartError
 from l3p.serving.server import PlannerServer
 from l3p.serving.sessions import Owner, SessionLimitError, SessionNotFoundError, SessionStore
 
@@ -417,3 +423,113 @@ def test_serve_arguments():
             parse_config(ServeConfig, ["--bundle", "b", *bad])
     with pytest.raises(ConfigError, match="give --models DIR or --bundle DIR"):
         parse_config(ServeConfig, [])
+
+
+# ---------------------------------------------------------------------------- one server per port
+
+TWO = ("--processes", "2")
+
+
+def free_ports(n: int) -> int:
+    """The first of n consecutive ports free now (for --metrics-port with --processes n)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            first = sock.getsockname()[1]
+        if first + n > 65536:
+            continue
+        try:
+            for port in range(first, first + n):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+
+
+def busy_port_error(port: int, option: str = "--port") -> str:
+    return (f"l3p serve: error: cannot bind 127.0.0.1:{port} ({option}): address already in use "
+            f"(another server holds it: stop that one or choose another {option})\n")
+
+
+def refused(bundle: Path, port: int, extra_args=()) -> LocalServer:
+    """A server started on ``port`` that must exit before it serves (stopped if it does serve)."""
+    server = LocalServer(bundle, port=port, extra_args=extra_args, stderr_lines=200).start()
+    try:
+        with pytest.raises(ServerStartError):
+            server.wait_ready()
+    finally:
+        server.stop()
+    return server
+
+
+def start_on_a_new_connection(target: str) -> str:
+    """GetModelInfo and StartEpisode on a connection of their own; the model that answered."""
+    # A local subchannel pool: a channel of its own makes a connection of its own.
+    with grpc.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=30)
+        stub.StartEpisode(pb.StartEpisodeRequest(goal=[0.0] * info.goal_dim), timeout=30)
+        return info.model
+
+
+def sessions_started(metrics_port: int) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30).read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               for sample in family.samples if sample.name == "l3p_sessions_started_total")
+
+
+@pytest.mark.parametrize("first, second", [((), ()), ((), TWO), (TWO, ()), (TWO, TWO)],
+                         ids=["one-one", "one-processes", "processes-one", "processes-processes"])
+def test_a_second_server_on_a_busy_port_is_refused_and_the_first_keeps_every_connection(
+        untrained_bundle, tmp_path, first, second):
+    """The second server, one process or many, exits with one line before it serves; every new
+    connection still reaches the first server (a second model is what the second would serve)."""
+    other = shutil.copytree(untrained_bundle, tmp_path / "other-model")
+    with LocalServer(untrained_bundle, extra_args=first) as server:
+        intruder = refused(other, server.port, second)
+        assert intruder.proc.returncode == USAGE
+        assert intruder.stderr_tail(200) == busy_port_error(server.port)
+        models = [start_on_a_new_connection(server.target) for _ in range(6)]
+    assert models == [untrained_bundle.name] * 6
+
+
+def test_processes_share_their_port_and_refuse_a_later_server(untrained_bundle, tmp_path):
+    """--processes 2 on --port 0: both processes take connections; a later server on that port,
+    and one on its metrics ports, are refused."""
+    metrics_port = free_ports(2)
+    with LocalServer(untrained_bundle, extra_args=[*TWO, "--metrics-port", str(metrics_port)]) as server:
+        assert refused(untrained_bundle, server.port).proc.returncode == USAGE
+        models = {start_on_a_new_connection(server.target) for _ in range(16)}
+        started = [sessions_started(metrics_port + i) for i in range(2)]
+        other = refused(untrained_bundle, 0, ["--metrics-port", str(metrics_port + 1)])
+    assert models == {untrained_bundle.name}
+    # SO_REUSEPORT hashes connections over the processes: both get some of 16 (p > 1 - 2**-15).
+    assert sum(started) == 16 and min(started) > 0, started
+    assert other.proc.returncode == USAGE
+    assert other.stderr_tail(200) == busy_port_error(metrics_port + 1, "--metrics-port")
+
+
+def time_wait_addresses() -> set[str]:
+    """Local addresses (hex, as /proc/net/tcp writes them) of the IPv4 connections in TIME_WAIT."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return {fields[1] for fields in (row.split() for row in rows) if fields[3] == "06"}
+
+
+def test_a_port_whose_last_connections_wait_in_time_wait_is_free(untrained_bundle):
+    """A server restarted on its port while the connections it closed are in TIME_WAIT starts,
+    one process or many."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server's side closes first: its end of the connection waits
+        client.recv(1)
+        client.close()
+    assert f"0100007F:{port:04X}" in time_wait_addresses()
+    for extra_args in (TWO, ()):
+        with LocalServer(untrained_bundle, port=port, extra_args=extra_args) as server:
+            assert server.port == port
