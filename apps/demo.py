@@ -123,3 +123,5 @@ def _demo_one(server: LocalServer, model: str, args: argparse.Namespace, out: st
     if out:
         write_report(report, out)
         print(f"wrote {out}")
+    if report.get("interrupted"):  # Ctrl-C: this model's finished episodes are shown; stop here
+        raise KeyboardInterrupt

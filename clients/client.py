@@ -288,7 +288,8 @@ class PlannerClient:
                     tries = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
                     raise type(error)(error.code, error.message + tries, method) from None
                 wait = policy.backoff_s(attempt, self._rng)
-                log.warning(
+                # INFO: quiet unless asked (l3p run/eval -v); giving up raises one error that says it.
+                log.info(
                     "%s: %s (%s); retry %d/%d in %.2f s",
                     method, error.code.name, error.message, attempt, policy.max_attempts - 1, wait,
                 )

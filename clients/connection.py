@@ -3,6 +3,9 @@ first call (the served model's info), with one-line errors for what can go wrong
 
 from __future__ import annotations
 
+import logging
+import sys
+
 from l3p.clients.client import (
     ModelInfo,
     NotFound,
@@ -30,6 +33,8 @@ class ServerUnreachable(L3PError):
 
 def connect(args: ConnectionConfig) -> tuple[PlannerClient, ModelInfo, str]:
     """Client, the server's model info, and the env id to run (--env or ``served_env_id``)."""
+    if args.verbose:
+        show_retries()
     tls = args.tls_ca or args.tls_cert or args.tls_key
     try:
         credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key) if tls else None
@@ -51,3 +56,13 @@ def connect(args: ConnectionConfig) -> tuple[PlannerClient, ModelInfo, str]:
         client.close()
         raise
     return client, info, env_id
+
+
+def show_retries() -> None:
+    """The client library's retry lines (INFO, otherwise silent) on stderr as they happen."""
+    log = logging.getLogger("l3p.clients")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)

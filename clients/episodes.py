@@ -234,8 +234,8 @@ class StreamEpisode:
                 if error.code not in LOST or attempt == policy.max_attempts:
                     raise
                 wait = self._client.backoff_s(attempt)
-                log.warning("Control: stream failed to start (%s); retry %d/%d in %.2f s",
-                            error.message, attempt, policy.max_attempts - 1, wait)
+                log.info("Control: stream failed to start (%s); retry %d/%d in %.2f s",
+                         error.message, attempt, policy.max_attempts - 1, wait)
                 time.sleep(wait)
 
     def _open_once(self) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from l3p.clients.client import ModelInfo, PlannerClient
 from l3p.clients.run_config import EvalConfig, seeds_text
+from l3p.clients.results import EpisodeResult
 from l3p.clients.runner import (
     RunResult,
     check_env,
@@ -33,6 +34,7 @@ from l3p.clients.runner import (
     open_env,
     run_episodes,
 )
+from l3p.core.errors import INTERRUPTED
 from l3p.sim import mazes
 from l3p.sim.render import close_env
 
@@ -108,13 +110,21 @@ def evaluate(
         for w in warnings:
             print(f"WARNING: {w} -- running anyway (--force-env)", file=sys.stderr)
         bar = _progress(total=len(modes) * episodes, enabled=progress)
-        runs = {}
+        runs: dict[str, RunResult] = {}
+        interrupted = False
         try:
             for mode in modes:
                 bar.set_description(mode)
-                runs[mode] = run_episodes(client, env, env_id, episodes=episodes, seed=seed,
-                                          mode=mode, stream=stream, pairs=pairs, min_cells=min_cells,
-                                          task=task, on_episode=lambda _ep: bar.update(1))
+                run = runs[mode] = RunResult(env_id=env_id, mode=mode, stream=stream, episodes=[])
+
+                def finished(episode: EpisodeResult, run: RunResult = run) -> None:
+                    run.episodes.append(episode)
+                    bar.update(1)
+
+                run_episodes(client, env, env_id, episodes=episodes, seed=seed, mode=mode, stream=stream,
+                             pairs=pairs, min_cells=min_cells, task=task, on_episode=finished)
+        except KeyboardInterrupt:  # Ctrl-C: report the episodes that finished (the session ended)
+            interrupted = True
         finally:
             bar.close()
         max_steps = int(env.spec.max_episode_steps)
@@ -135,7 +145,8 @@ def evaluate(
         "stream": stream,
         "warnings": warnings,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "modes": {mode: summarize(run) for mode, run in runs.items()},
+        **({"interrupted": True} if interrupted else {}),
+        "modes": {mode: summarize(run) for mode, run in runs.items() if run.episodes},
     }
 
 
@@ -179,7 +190,8 @@ def format_table(report: dict[str, Any]) -> str:
            f" task {report['task']}," if "task" in report else
            " evaluation tasks in turn," if report.get("pairs") == "tasks" else "")
     title = (f"{report['env_id']}: {report['episodes']} episodes of {report['max_steps']} steps per mode,{far} "
-             f"{seeds_text(report['seed'], report['episodes'])}{' (stream)' if report['stream'] else ''}")
+             f"{seeds_text(report['seed'], report['episodes'])}{' (stream)' if report['stream'] else ''}"
+             f"{'; interrupted: the episodes that finished' if report.get('interrupted') else ''}")
     return "\n".join([title, *lines, *_task_lines(report)])
 
 
@@ -229,4 +241,7 @@ def run_eval(config: EvalConfig) -> int:
     if config.out:
         write_report(report, config.out)
         print(f"wrote {config.out}")
+    if report.get("interrupted"):
+        print("l3p eval: interrupted", file=sys.stderr)
+        return INTERRUPTED
     return 0

@@ -83,6 +83,8 @@ class ConnectionConfig(ProtocolOptions):
     stream: bool = option(False, "one Control stream per episode instead of unary Act calls")
     timeout: float = option(5.0, "per-call deadline, seconds", parse=_positive_float, metavar="SECONDS")
     progress: bool = option(True, "report progress while episodes run (a bar only on a terminal)")
+    verbose: bool = option(False, "print each retry while the server is unreachable or restarting (without "
+                                  "it, only the error after the last)", short="-v")
     tls_ca: str | None = option(None, "connect with TLS, trusting this CA (or the server's self-signed "
                                       "certificate)", metavar="PEM", group=TLS)
     tls_cert: str | None = option(None, "client certificate, for mutual TLS", metavar="PEM", group=TLS)

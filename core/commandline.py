@@ -36,18 +36,19 @@ class ConfigError(L3PError, ValueError):
 
 
 def option(default: Any, help: str, *, parse: Callable[[str], Any] | None = None, metavar: str | None = None,
-           choices: tuple[str, ...] | None = None, flag: str | None = None, group: str | None = None,
-           show_default: bool = True, comma_separated: bool = False) -> Any:
+           choices: tuple[str, ...] | None = None, flag: str | None = None, short: str | None = None,
+           group: str | None = None, show_default: bool = True, comma_separated: bool = False) -> Any:
     """A config field that is also a command-line option (``--field-name`` unless ``flag``).
 
     ``parse``: text -> value, raising ValueError (or argparse.ArgumentTypeError) with the reason;
     default: the field's type. A ``tuple[T, ...]`` field is a repeatable option (each value
     parsed); with ``comma_separated`` it is one text (``l3p,naive``) that ``parse`` turns into the
     whole tuple (a file may give a list). A bool field
-    is a switch (``--x``; ``--x/--no-x`` when it defaults to True). ``group``: the --help section."""
+    is a switch (``--x``; ``--x/--no-x`` when it defaults to True). ``short``: a one-letter flag
+    beside it (``-v``). ``group``: the --help section."""
     return dataclasses.field(default=default, metadata={
-        "help": help, "parse": parse, "metavar": metavar, "choices": choices, "flag": flag, "group": group,
-        "show_default": show_default, "comma_separated": comma_separated})
+        "help": help, "parse": parse, "metavar": metavar, "choices": choices, "flag": flag, "short": short,
+        "group": group, "show_default": show_default, "comma_separated": comma_separated})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,10 @@ class _Spec:
     whole: bool  # repeated, but parse turns one text into the whole tuple
     default: Any
     meta: Mapping[str, Any]
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (self.meta["short"], self.flag) if self.meta.get("short") else (self.flag,)
 
     def from_text(self, text: str) -> Any:
         parse = self.meta["parse"] or self.kind
@@ -152,10 +157,10 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type, config_file
         common = dict(dest=spec.name, default=argparse.SUPPRESS if config_file else spec.default, help=help_text)
         if spec.kind is bool:
             action = argparse.BooleanOptionalAction if spec.default else "store_true"
-            where.add_argument(spec.flag, action=action, **common)
+            where.add_argument(*spec.flags, action=action, **common)
             continue
         metavar = spec.meta["metavar"] or (spec.name.upper() if spec.meta["choices"] is None else None)
-        where.add_argument(spec.flag, type=_argparse_type(spec), metavar=metavar, choices=spec.meta["choices"],
+        where.add_argument(*spec.flags, type=_argparse_type(spec), metavar=metavar, choices=spec.meta["choices"],
                            action="append" if spec.repeated and not spec.whole else "store", **common)
 
 

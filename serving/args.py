@@ -16,7 +16,7 @@ def run_serve(config: ServeConfig) -> int:
     (bundle, security settings, busy port)."""
     # With --processes N each process captures its own native messages; the parent runs no gRPC
     # server, and its children must inherit the real stderr, not a pipe of the parent's.
-    configure_logging(config.log_level, capture_native=config.processes == 1)
+    configure_logging(config.log_level, capture_native=config.processes == 1, log_format=config.log_format)
     prepared = prepare(config)
     if config.processes > 1:
         return run_processes(config)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from l3p.core.bundle_format import DEFAULT_MAX_FILE_BYTES
 from l3p.core.commandline import option
+from l3p.serving.logs import LOG_FORMATS
 
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """A served model's name: a repository folder's, and what requests name."""
@@ -119,7 +120,11 @@ class ServeConfig:
                                  metavar="US")
     shutdown_grace: float = option(10.0, "seconds calls in flight may take to finish on SIGTERM",
                                    parse=_seconds, metavar="SECONDS")
-    log_level: str = option("info", "log level", choices=("debug", "info", "warning", "error"))
+    log_level: str = option("info", "log level (debug adds a line per episode started, ended or expired)",
+                            choices=("debug", "info", "warning", "error"))
+    log_format: str | None = option(None, "text: a line per event for a person; json: a JSON object per line "
+                                          "(for log shippers); default text on a terminal, json otherwise",
+                                    choices=LOG_FORMATS)
     exit_with_parent: int | None = option(None, "shut down (as on SIGTERM) when process PID, the supervisor "
                                                 "that started this server, exits (Linux)", metavar="PID")
     metrics_port: int = option(0, "serve Prometheus metrics at http://HOST:PORT/metrics (0: off; with "

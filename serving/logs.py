@@ -1,10 +1,11 @@
-"""The server's logs: JSON lines on stderr, one object per event (ts, level, logger, pid, event,
-then the event's fields), so a log shipper needs no parsing rules.
+"""The server's logs on stderr, one line per event: JSON (ts, level, logger, pid, event, then the
+event's fields), so a log shipper needs no parsing rules, or text for a person (time, level, event,
+then ``key=value`` fields); by default text on a terminal and JSON otherwise (``--log-format``).
 
 Native code (gRPC's core, onnxruntime) writes its own messages straight to file descriptor 2;
-`configure_logging(..., capture_native=True)` routes them through a pipe into the same JSON lines
-(event ``native_log``), so text a client chose (a TLS server name, say) arrives escaped inside a
-JSON string, never as a raw line. Events a client can cause at will (refused calls, native
+`configure_logging(..., capture_native=True)` routes them through a pipe into the same lines
+(event ``native_log``), so text a client chose (a TLS server name, say) arrives escaped (inside a
+JSON string, or quoted in a text line), never as a raw line. Events a client can cause at will (refused calls, native
 messages) go through a `RateLimit`: a flood of bad calls costs a few lines a second, each saying
 how many were left out since the last.
 """
@@ -34,11 +35,19 @@ _NATIVE_LINE = re.compile(r"([DIWEF])\d{4} [\d:.]+\s+\d+ ([^\]\s]+)\] ?(.*)")
 _NATIVE_LEVEL = {"D": logging.DEBUG, "I": logging.INFO, "W": logging.WARNING,
                  "E": logging.ERROR, "F": logging.CRITICAL}
 
+LOG_FORMATS = ("text", "json")
+# The level of the lines each episode writes (started, ended, expired): a busy server starts
+# thousands, so they show with --log-level debug only.
+SESSIONS = logging.DEBUG
+# A text field's value goes unquoted when it is made of these; anything else is a JSON string, so
+# text a client chose (spaces, newlines, control characters) cannot forge a line.
+_PLAIN = re.compile(r"[A-Za-z0-9_.:/@+=-]+")
+
 
 def event(level: int, name: str, exc_info: BaseException | None = None, **fields) -> None:
     """Logs event `name` with its fields (and the traceback of exc_info, if given)."""
     # The record is made here, not by log.log(), which walks the stack for a file and line the
-    # JSON lines do not carry: a saving on every session start and end.
+    # lines do not carry: a saving on every session start and end.
     if log.isEnabledFor(level):
         info = None if exc_info is None else (type(exc_info), exc_info, exc_info.__traceback__)
         log.handle(log.makeRecord(log.name, level, "", 0, name, None, info, extra={"fields": fields}))
@@ -97,21 +106,45 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure_logging(level: str, capture_native: bool = False) -> None:
-    """JSON lines at `level` (debug, info, warning, error) on stderr, for every logger; with
-    `capture_native`, native code's writes to stderr too (for a server process: call once)."""
+class TextFormatter(logging.Formatter):
+    """One line per event for a person: local time, level, event, then the fields as key=value."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = datetime.datetime.fromtimestamp(record.created).strftime("%H:%M:%S.%f")[:-3]
+        words = [when, f"{record.levelname.lower():<7}", _text(record.getMessage(), quote=False)]
+        words += [f"{key}={_text(value)}" for key, value in getattr(record, "fields", {}).items()]
+        line = " ".join(words)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def _text(value: object, quote: bool = True) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if _PLAIN.fullmatch(text):
+        return text
+    escaped = json.dumps(text)
+    return escaped if quote else escaped[1:-1]
+
+
+def configure_logging(level: str, capture_native: bool = False, log_format: str | None = None) -> None:
+    """Lines at `level` (debug, info, warning, error) on stderr, for every logger, in `log_format`
+    (text or json; None: text on a terminal, json otherwise); with `capture_native`, native code's
+    writes to stderr too (for a server process: call once)."""
     stream = _capture_native_stderr() if capture_native else sys.stderr
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
+    if log_format is None:
+        log_format = "text" if stream.isatty() else "json"
+    handler.setFormatter(TextFormatter() if log_format == "text" else JsonFormatter())
     # Records need no thread or process names (JsonFormatter writes the pid only).
     logging.logThreads = logging.logMultiprocessing = False
-    # The root logger, so grpc's Python messages are JSON lines too.
+    # The root logger, so grpc's Python messages are lines of the same format.
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
 
 
 def _capture_native_stderr():
     """Points fd 2 at a pipe read by a daemon thread that logs each line as an event; Python's
-    own stderr (the JSON lines, a one-line startup error) goes on to the real stderr. Returns
+    own stderr (the log lines, a one-line startup error) goes on to the real stderr. Returns
     that stream."""
     sys.stderr.flush()
     real = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="backslashreplace")

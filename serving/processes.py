@@ -53,7 +53,7 @@ def _worker_config(config: ServeConfig, port: int, index: int) -> ServeConfig:
 def _worker(config: ServeConfig, index: int, ready) -> None:
     """One server process. Runs in a spawned interpreter."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
-    configure_logging(config.log_level, capture_native=True)
+    configure_logging(config.log_level, capture_native=True, log_format=config.log_format)
     try:  # the bundle may have changed since the parent checked it
         sys.exit(serve(config, *prepare(config), on_ready=ready.send, share_port=True, worker=index))
     except L3PError as exc:

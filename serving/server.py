@@ -31,7 +31,7 @@ from l3p.serving.config import ServeConfig
 from l3p.serving.engine import Engine
 from l3p.serving.health import SERVICE_NAME as HEALTH_SERVICE_NAME
 from l3p.serving.health import SERVING, HealthService
-from l3p.serving.logs import event, limited_event
+from l3p.serving.logs import SESSIONS, event, limited_event
 from l3p.serving.metrics import Metrics
 from l3p.serving.repository import ModelSpec, ModelVersion, Repository
 from l3p.serving.security import AuthInterceptor, Gatekeeper, Security, is_loopback
@@ -212,7 +212,7 @@ class PlannerServer:
     def _on_expire(self, session: Session) -> None:
         self.models.release(session.model)
         self.metrics.sessions_expired.inc()
-        event(logging.INFO, "session_expired", session=session.id,
+        event(SESSIONS, "session_expired", session=session.id,
               steps=session.planner.step_count, ttl_s=self.store.ttl_s)
 
 

@@ -29,7 +29,7 @@ from l3p.serving.errors import (
     StreamOrderError,
     status_of,
 )
-from l3p.serving.logs import event, limited_event
+from l3p.serving.logs import SESSIONS, event, limited_event
 from l3p.serving.mapping import act_response, episode_config, start_response
 from l3p.serving.metrics import Metrics
 from l3p.serving.repository import ModelVersion, Repository
@@ -145,7 +145,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
             planner = session.planner
             steps, replans = planner.step_count, planner.replans
         self._models.release(session.model)  # after its last step: its version may be unloaded
-        event(logging.INFO, "session_ended", session=session.id, steps=steps, replans=replans,
+        event(SESSIONS, "session_ended", session=session.id, steps=steps, replans=replans,
               reason="end_episode")
         return pb.EndEpisodeResponse(steps=steps, replans=replans)
 
@@ -203,7 +203,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
             self._models.release(model)
             raise
         self._metrics.model(model.name).sessions_started.inc()
-        event(logging.INFO, "session_started", session=session.id, owner=owner.principal,
+        event(SESSIONS, "session_started", session=session.id, owner=owner.principal,
               stream=owner.stream is not None, model=model.name, version=model.version,
               mode=config.mode, search=config.search, seed=seed, live=len(self._store))
         response = start_response(session.id, bundle.n_landmarks, planner.landmark_to_goal)
@@ -232,7 +232,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         session = self._store.discard(session_id)
         if session is not None:  # else EndEpisode or the TTL removed it first
             self._models.release(session.model)
-            event(logging.INFO, "session_ended", session=session.id,
+            event(SESSIONS, "session_ended", session=session.id,
                   steps=session.planner.step_count, replans=session.planner.replans,
                   reason=reason)
 

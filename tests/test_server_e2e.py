@@ -630,7 +630,7 @@ def refused(stub) -> bool:
 def test_health_goes_not_serving_on_sigterm_and_the_stream_in_flight_finishes(untrained_bundle):
     check = health_pb2.HealthCheckRequest
     serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
-    with LocalServer(untrained_bundle, extra_args=["--shutdown-grace", "60"]) as process:
+    with LocalServer(untrained_bundle, extra_args=["--shutdown-grace", "60", "--log-level", "debug"]) as process:
         channel = grpc.insecure_channel(process.target)
         health = health_pb2_grpc.HealthStub(channel)
         for service in ("", "l3p.v1.Planner"):
