@@ -65,8 +65,11 @@ COMMANDS: tuple[Command, ...] = (
             "l3p.signing", "add_keygen_arguments", "run_keygen", "train"),
     Command("sign", "sign a bundle (signature.json) for servers started with --trusted-keys",
             "l3p.signing", "add_sign_arguments", "run_sign", "train"),
-    Command("dataset", "regenerate an OGBench point-maze dataset (pointmaze-large-stitch-v0, ...) for offline training",
+    Command("dataset", "regenerate an OGBench maze dataset (pointmaze-*; antmaze-* with --expert) for offline training",
             "l3p.sim.datasets", "add_dataset_arguments", "run_dataset", "sim"),
+    Command("expert", "train (or --evaluate) OGBench's direction-following ant expert (SAC, resumable) for the "
+                      "antmaze datasets",
+            "l3p.training.expert", "l3p.training.expert:ExpertConfig", "run_expert", "train"),
     Command("serve", "serve model bundles over gRPC (stateful L3P planner; --models DIR or --bundle DIR)",
             "l3p.serving.args", "l3p.serving.config:ServeConfig", "run_serve", "serve"),
     Command("run", "drive goal-env episodes (Fetch, mazes, your own module:EnvClass) through a planner server",

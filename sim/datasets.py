@@ -1,8 +1,15 @@
-"""Regenerate OGBench's point-maze datasets under OGBench's documented protocol (not its files).
+"""Regenerate OGBench's point- and ant-maze datasets under OGBench's protocol (not its files).
 
-OGBench's pointmaze datasets come from an oracle, no learned expert: each step the action is the
-unit vector toward the oracle's subgoal (the next cell on a BFS shortest path to the goal's cell,
-`OGBenchPointMaze.oracle_subgoal`) plus Gaussian noise, clipped to [-1, 1]. Two kinds:
+Each step the robot is steered toward the oracle's subgoal (the next cell on a BFS shortest path
+to the goal's cell, `OGBenchMaze.oracle_subgoal`), plus Gaussian noise, clipped to [-1, 1]:
+
+- point (no learned expert): the action is the unit direction to the subgoal; noise 0.5.
+- ant: the action is a direction-following expert's deterministic action on (the ant's 29-d
+  observation less its x-y, the unit direction to the subgoal), as ``generate_locomaze.py``; noise
+  0.2. The expert is an ``l3p expert`` run's ``policy.npz`` (numpy, l3p.core.mlp_policy), or any
+  callable in tests; its sha256 goes into the dataset's metadata.
+
+Two kinds:
 
 - ``navigate``: start in any free cell, goal in a random "vertex" cell (any free cell but the
   straight corridor cells); on reaching it a new vertex-cell goal is drawn, all episode long.
@@ -10,10 +17,12 @@ unit vector toward the oracle's subgoal (the next cell on a BFS shortest path to
 - ``stitch``: start in any free cell, goal a cell exactly 4 cells away by BFS (the start cell when
   none is), then stay. 5,000 episodes of 201 steps: short pieces that must be joined to reach far goals.
 
-Noise 0.5 for both. Written here from that description; a dataset is a pure function of its name,
-seed and sizes, and its metadata records them with the protocol (core/dataset.py).
+Written here from that description; a dataset is a pure function of its name, seed, sizes (and
+expert), and its metadata records them with the protocol (core/dataset.py). The observation is
+OGBench's (the point's x-y; the ant's 29-d state), the achieved goal the robot's x-y.
 
 ``l3p dataset pointmaze-large-stitch-v0 --out data/pointmaze-large-stitch-v0.npz``
+``l3p dataset antmaze-large-navigate-v0 --expert runs/ant-expert-s0/policy.npz``
 """
 from __future__ import annotations
 
@@ -21,6 +30,7 @@ import argparse
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,17 +38,22 @@ import numpy as np
 
 from l3p.core.dataset import save_dataset
 from l3p.core.errors import L3PError
+from l3p.core.mlp_policy import load_mlp_policy
 from l3p.sim import mazes
-from l3p.sim.ogbench_mazes import MAZES, env_id
+from l3p.sim.ogbench_mazes import MAZES, ROBOTS, env_id
 
 KINDS = ("navigate", "stitch")
 STITCH_CELLS = 4
-NAME = re.compile(rf"^pointmaze-({'|'.join(MAZES)})-({'|'.join(KINDS)})-v0$")
+NOISE = {"point": 0.5, "ant": 0.2}  # OGBench's action noise per robot
+NAME = re.compile(rf"^({'|'.join(ROBOTS)})maze-({'|'.join(MAZES)})-({'|'.join(KINDS)})-v0$")
+NAMES = f"{{{','.join(ROBOTS)}}}maze-{{{','.join(MAZES)}}}-{{{','.join(KINDS)}}}-v0"
+Expert = Callable[[np.ndarray], np.ndarray]
+"""A direction-following policy: (observation less x-y, unit direction) -> action in [-1, 1]."""
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """One OGBench point-maze dataset: which maze and kind, and OGBench's sizes for it."""
+    """One OGBench maze dataset: which robot, maze and kind, and OGBench's sizes and noise for it."""
 
     name: str
     maze: str
@@ -46,23 +61,24 @@ class DatasetSpec:
     episodes: int
     steps: int  # per episode (observations = actions = steps; steps - 1 transitions)
     noise: float = 0.5
+    robot: str = "point"
 
     @property
     def env_id(self) -> str:
-        return env_id(self.maze)
+        return env_id(self.maze, self.robot)
 
 
 def dataset_spec(name: str, episodes: int | None = None, steps: int | None = None) -> DatasetSpec:
     """OGBench's sizes for ``name`` (e.g. ``pointmaze-giant-stitch-v0``), optionally made smaller."""
     match = NAME.match(name)
     if match is None:
-        raise L3PError(f"unknown dataset {name!r}: pointmaze-{{{','.join(MAZES)}}}-{{{','.join(KINDS)}}}-v0")
-    maze, kind = match.groups()
+        raise L3PError(f"unknown dataset {name!r}: {NAMES}")
+    robot, maze, kind = match.groups()
     if kind == "stitch":
         size = (5000, 201)
     else:
         size = (500, 2001) if maze == "giant" else (1000, 1001)
-    spec = DatasetSpec(name, maze, kind, episodes or size[0], steps or size[1])
+    spec = DatasetSpec(name, maze, kind, episodes or size[0], steps or size[1], NOISE[robot], robot)
     if spec.episodes < 1 or spec.steps < 2:
         raise L3PError(f"a dataset needs >= 1 episode of >= 2 steps, got {spec.episodes} x {spec.steps}")
     return spec
@@ -79,19 +95,23 @@ def vertex_cells(layout: np.ndarray) -> list[tuple[int, int]]:
     return out
 
 
-def generate(spec: DatasetSpec, seed: int, progress: bool = False) -> dict[str, np.ndarray]:
-    """The dataset's arrays, episode after episode (see the module docstring)."""
+def generate(spec: DatasetSpec, seed: int, progress: bool = False,
+             expert: Expert | None = None) -> dict[str, np.ndarray]:
+    """The dataset's arrays, episode after episode (see the module docstring); the ant needs ``expert``."""
     from l3p.sim.envs import make_env  # gymnasium and ogbench: only when generating
 
+    if (spec.robot == "ant") != (expert is not None):
+        raise L3PError(f"{spec.name}: " + ("the ant needs an expert (--expert POLICY.npz, from l3p expert)"
+                                           if expert is None else "the point is steered by the oracle, no expert"))
     rng = np.random.default_rng(seed)
     env = make_env(spec.env_id, max_episode_steps=spec.steps)
     maze = env.unwrapped
     layout = np.asarray(maze.inner.maze_map)  # OGBench's own (i, j) cells
     cells, vertices = mazes.free_cells(layout), vertex_cells(layout)
     n = spec.episodes * spec.steps
-    obs = np.zeros((n, 2), np.float32)
+    obs = np.zeros((n, *env.observation_space["observation"].shape), np.float32)
     goals = np.zeros((n, 2), np.float32)
-    actions = np.zeros((n, 2), np.float32)
+    actions = np.zeros((n, *env.action_space.shape), np.float32)
     terminals = np.zeros(n, np.float32)
     k = 0
     t0 = time.time()
@@ -105,7 +125,8 @@ def generate(spec: DatasetSpec, seed: int, progress: bool = False) -> dict[str, 
             goal = vertices[rng.integers(len(vertices))]
         o, _ = env.reset(seed=int(rng.integers(2**31)), options={"task_info": (start, goal)})
         for _ in range(spec.steps):
-            action = np.clip(maze.oracle_direction() + rng.normal(0.0, spec.noise, 2), -1.0, 1.0)
+            action = np.clip(steer(maze, o["observation"], expert) + rng.normal(0.0, spec.noise, actions.shape[1]),
+                             -1.0, 1.0)
             obs[k], goals[k], actions[k] = o["observation"], o["desired_goal"], action
             o, _, _, _, info = env.step(action)
             if spec.kind == "navigate" and info["success_now"]:
@@ -116,21 +137,38 @@ def generate(spec: DatasetSpec, seed: int, progress: bool = False) -> dict[str, 
             print(f"{spec.name}: {episode + 1}/{spec.episodes} episodes, {time.time() - t0:.0f} s",
                   file=sys.stderr, flush=True)
     env.close()
-    return {"observations": obs, "actions": actions, "terminals": terminals, "achieved_goals": obs.copy(),
+    return {"observations": obs, "actions": actions, "terminals": terminals, "achieved_goals": obs[:, :2].copy(),
             "desired_goals": goals}
 
 
-def write(spec: DatasetSpec, seed: int, out: Path, progress: bool = False) -> str:
+def steer(maze, observation: np.ndarray, expert: Expert | None) -> np.ndarray:
+    """The noiseless action toward the oracle's subgoal: its direction (point), or the expert's
+    action on the observation less x-y and that direction (ant)."""
+    direction = maze.oracle_direction()
+    if expert is None:
+        return direction
+    return np.asarray(expert(np.concatenate([observation[2:], direction])), np.float64)
+
+
+def write(spec: DatasetSpec, seed: int, out: Path, progress: bool = False, expert: Expert | None = None,
+          expert_path: Path | None = None) -> str:
     """Generate and save; returns the digest."""
-    arrays = generate(spec, seed, progress)
-    made_by = {"generator": "l3p.sim.datasets", "protocol": "OGBench pointmaze oracle (regenerated, not the "
-               "official files)", "dataset": spec.name, "seed": seed, **asdict(spec),
+    arrays = generate(spec, seed, progress, expert)
+    made_by = {"generator": "l3p.sim.datasets", "protocol": f"OGBench {spec.robot}maze "
+               f"{'oracle' if expert is None else 'oracle-directed expert'} (regenerated, not the official files)",
+               "dataset": spec.name, "seed": seed, **asdict(spec),
                "command": f"l3p dataset {spec.name} --seed {seed} --episodes {spec.episodes} --steps {spec.steps}"}
+    if expert is not None:
+        made_by["expert"] = {"sha256": getattr(expert, "digest", None), "path": expert_path and str(expert_path),
+                             **{k: v for k, v in getattr(expert, "metadata", {}).items() if k != "sha256"}}
+        made_by["command"] += f" --expert {expert_path}"
     return save_dataset(out, env_id=spec.env_id, made_by=made_by, **arrays)
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="pointmaze-{medium,large,giant}-{navigate,stitch}-v0")
+    parser.add_argument("name", help=NAMES)
+    parser.add_argument("--expert", type=Path, default=None, metavar="POLICY",
+                        help="antmaze: the direction-following expert (policy.npz of an l3p expert run)")
     parser.add_argument("--out", type=Path, default=None, help="the .npz to write (default data/NAME.npz)")
     parser.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
     parser.add_argument("--episodes", type=int, default=None, help="fewer episodes than OGBench's (tests, trials)")
@@ -142,7 +180,8 @@ def run_dataset(args: argparse.Namespace) -> int:
     spec = dataset_spec(args.name, args.episodes, args.steps)
     out = args.out or Path("data") / f"{spec.name}.npz"
     t0 = time.time()
-    digest = write(spec, args.seed, out, progress=not args.no_progress)
+    expert = load_mlp_policy(args.expert) if args.expert is not None else None
+    digest = write(spec, args.seed, out, progress=not args.no_progress, expert=expert, expert_path=args.expert)
     print(f"wrote {out}: {spec.episodes} episodes x {spec.steps} steps of {spec.env_id}, seed {args.seed}, "
           f"sha256 {digest} ({time.time() - t0:.0f} s)")
     return 0

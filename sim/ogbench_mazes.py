@@ -1,13 +1,15 @@
-"""OGBench's point mazes as goal envs: ``ogbench/pointmaze-{medium,large,giant}-v0``.
+"""OGBench's mazes as goal envs: ``ogbench/{point,ant}maze-{medium,large,giant}-v0``.
 
 OGBench (Park et al., 2024) is the shared benchmark of offline goal-conditioned RL; its maze envs
 are plain gymnasium envs whose goal comes in ``info["goal"]``. Here each is wrapped as a goal env
 the trainer, the runner, the evaluator, ``l3p run --video`` and ``l3p plot`` handle like any other:
 
-- ``observation`` = ``achieved_goal`` = the point's x, y in OGBench's own coordinates (OGBench's
-  observation); ``desired_goal`` = the goal's x, y; actions in [-1, 1]^2 (OGBench moves the point by
-  0.2 x action per step); 1,000 steps, OGBench's evaluation length.
-- Success is OGBench's own flag (within 1 m of the goal). As OGBench's evaluation, the episode
+- ``observation``: OGBench's own observation: for the point its x, y (OGBench moves it by 0.2 x
+  action per step, actions in [-1, 1]^2); for the ant its 29-d state (x, y first, then the rest of
+  qpos and qvel; 8 joint actions in [-1, 1]). ``achieved_goal`` = the robot's x, y in OGBench's
+  coordinates, ``desired_goal`` = the goal's x, y; 1,000 steps, OGBench's evaluation length.
+- Success is OGBench's own flag (within 1 m of the goal for the point, 0.5 m for the ant). As
+  OGBench's evaluation, the episode
   terminates at the first success (``terminated``); stepped on anyway (envs stepped in lockstep do),
   ``info["success"]`` stays 1, so the episode counts as OGBench counts it.
 - Starts and goals: ``reset(options={"task_id": k})`` for OGBench's five evaluation tasks
@@ -36,11 +38,12 @@ from gymnasium import spaces
 from l3p.sim import mazes
 
 MAZES = ("medium", "large", "giant")
+ROBOTS = ("point", "ant")
 MAX_STEPS = 1000
 
 
-def env_id(maze: str) -> str:
-    return f"ogbench/pointmaze-{maze}-v0"
+def env_id(maze: str, robot: str = "point") -> str:
+    return f"ogbench/{robot}maze-{maze}-v0"
 
 
 @dataclass(frozen=True)
@@ -52,21 +55,23 @@ class MazeGeometry:
     origin: tuple[float, float]
 
 
-class OGBenchPointMaze(gym.Env):
-    """One OGBench point maze as a goal env (see the module docstring)."""
+class OGBenchMaze(gym.Env):
+    """One OGBench maze (point or ant) as a goal env (see the module docstring)."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
     l3p_success_key = "success"
     max_episode_steps = MAX_STEPS
 
-    def __init__(self, maze: str = "large", render_mode: str | None = None, width: int = 480, height: int = 480):
+    def __init__(self, maze: str = "large", robot: str = "point", render_mode: str | None = None, width: int = 480,
+                 height: int = 480):
         from ogbench.locomaze.maze import make_maze_env  # ogbench registers its envs on import: only when made
 
-        if maze not in MAZES:
-            raise ValueError(f"maze must be one of {', '.join(MAZES)}, got {maze!r}")
-        self.maze_type = maze
+        if maze not in MAZES or robot not in ROBOTS:
+            raise ValueError(f"maze must be one of {', '.join(MAZES)} and robot one of {', '.join(ROBOTS)}, "
+                             f"got {maze!r}, {robot!r}")
+        self.maze_type, self.robot = maze, robot
         self.render_mode = render_mode
-        self.inner = make_maze_env("point", "maze", maze_type=maze, terminate_at_goal=False,
+        self.inner = make_maze_env(robot, "maze", maze_type=maze, terminate_at_goal=False,
                                    render_mode="rgb_array", width=width, height=height)
         with contextlib.suppress(OSError, AttributeError):  # OGBench leaves its generated MJCF in the temp dir
             os.remove(self.inner.fullpath)
@@ -79,8 +84,9 @@ class OGBenchPointMaze(gym.Env):
         # y = ((rows-1)/2 - r) unit: the same point up to this shift.
         self.maze = MazeGeometry(layout[::-1].tolist(), unit, (x0 + (cols - 1) / 2 * unit, y0 + (rows - 1) / 2 * unit))
         box = spaces.Box(-np.inf, np.inf, (2,), np.float64)
-        self.observation_space = spaces.Dict({"observation": box, "achieved_goal": box, "desired_goal": box})
-        self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        state = spaces.Box(-np.inf, np.inf, self.inner.observation_space.shape, np.float64)
+        self.observation_space = spaces.Dict({"observation": state, "achieved_goal": box, "desired_goal": box})
+        self.action_space = spaces.Box(-1.0, 1.0, self.inner.action_space.shape, np.float32)
         self.goal = np.zeros(2)
         self.num_tasks = len(self.inner.task_infos)
         self.task_id: int | None = None
@@ -121,8 +127,9 @@ class OGBenchPointMaze(gym.Env):
         else:
             self.task_id = int(self.np_random.integers(1, self.num_tasks + 1))
             start, goal = self.task_cells(self.task_id)
-        self.inner.reset(seed=int(self.np_random.integers(2**31)),
-                         options={"task_info": {"init_ij": start, "goal_ij": goal}})
+        inner_seed = int(self.np_random.integers(2**31))
+        self.inner.action_space.seed(inner_seed)  # OGBench's few random settling steps in its reset
+        self.inner.reset(seed=inner_seed, options={"task_info": {"init_ij": start, "goal_ij": goal}})
         self.goal = self._noisy(goal)
         self.inner.set_goal(goal_xy=self.goal)
         self.inner.set_xy(self._noisy(start))
@@ -151,7 +158,8 @@ class OGBenchPointMaze(gym.Env):
 
     def _obs(self) -> dict[str, np.ndarray]:
         xy = np.asarray(self.inner.get_xy(), np.float64)
-        return {"observation": xy.copy(), "achieved_goal": xy.copy(), "desired_goal": self.goal.copy()}
+        return {"observation": np.asarray(self.inner.get_ob(), np.float64), "achieved_goal": xy,
+                "desired_goal": self.goal.copy()}
 
     # ----- the dataset generator's oracle -----
     def oracle_subgoal(self) -> np.ndarray:
@@ -174,7 +182,7 @@ class OGBenchPointMaze(gym.Env):
         return np.asarray(self.inner.ij_to_xy(best), np.float64)
 
     def oracle_direction(self) -> np.ndarray:
-        """Unit vector from the point toward `oracle_subgoal` (what the datasets' oracle steers by)."""
+        """Unit vector from the robot toward `oracle_subgoal` (what the datasets' oracle steers by)."""
         d = self.oracle_subgoal() - np.asarray(self.inner.get_xy(), np.float64)
         return d / (np.linalg.norm(d) + 1e-6)
 
@@ -186,10 +194,11 @@ class OGBenchPointMaze(gym.Env):
 
 
 def register() -> None:
-    for maze in MAZES:
-        if env_id(maze) not in gym.registry:
-            gym.register(env_id(maze), entry_point=f"{__name__}:OGBenchPointMaze", max_episode_steps=MAX_STEPS,
-                         kwargs={"maze": maze})
+    for robot in ROBOTS:
+        for maze in MAZES:
+            if env_id(maze, robot) not in gym.registry:
+                gym.register(env_id(maze, robot), entry_point=f"{__name__}:OGBenchMaze", max_episode_steps=MAX_STEPS,
+                             kwargs={"maze": maze, "robot": robot})
 
 
 register()
