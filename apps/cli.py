@@ -65,8 +65,9 @@ COMMANDS: tuple[Command, ...] = (
             "l3p.signing", "add_keygen_arguments", "run_keygen", "train"),
     Command("sign", "sign a bundle (signature.json) for servers started with --trusted-keys",
             "l3p.signing", "add_sign_arguments", "run_sign", "train"),
-    Command("dataset", "regenerate an OGBench maze dataset (pointmaze-*; antmaze-* with --expert) for offline training",
-            "l3p.sim.datasets", "add_dataset_arguments", "run_dataset", "sim"),
+    Command("dataset", "regenerate an OGBench maze dataset (pointmaze-*; antmaze-* with --expert), or import a "
+                       "recording (l3p dataset import rosbag2|lerobot|minari|npz PATH ... --out FILE.npz)",
+            "l3p.dataset_command", "add_dataset_arguments", "run_dataset", "sim"),
     Command("expert", "train (or --evaluate) OGBench's direction-following ant expert (SAC, resumable) for the "
                       "antmaze datasets",
             "l3p.training.expert", "l3p.training.expert:ExpertConfig", "run_expert", "train"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBPACKAGES = ("core", "protos", "sim", "training", "serving", "clients")
+SUBPACKAGES = ("core", "protos", "sim", "training", "serving", "clients", "datasets")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("apps", "core", "protos", "sim", "training", "serving", "clients")
+FOLDERS = ("apps", "core", "protos", "sim", "training", "serving", "clients", "datasets")
 BUNDLE = ROOT / "models" / "FetchPush-v4"
 # Installed from a wheel file: the hint installs the extra from that wheel, and says the checkout's form.
 HINT = (r"l3p {command}: error: needs the '{extra}' extra \(missing module '[\w.]+'\): pip install "
