@@ -411,3 +411,16 @@ def test_an_npz_reads_exactly_as_load_dataset_reads_it(tmp_path):
     assert a.metadata == b.metadata and sorted(a.extras) == sorted(b.extras) == ["success"]
     for name, array in b.arrays().items():
         np.testing.assert_array_equal(a.arrays()[name], array)
+
+
+def test_the_import_benchmark_runs_as_a_script(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "benchmarks" / "dataset_import.py"),
+                           "--steps", "600", "--repeats", "1", "--out", str(out)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["source"].split(":")[0] for r in rows] == ["MCAP", "LeRobot v3", "MCAP", "LeRobot v3"]
+    assert all(r["steps"] == 600 and r["read_steps_per_s"] > 0 for r in rows)
+    assert rows[0]["messages"] == 600 * 2 + 3  # observation and command per step, a goal per 200 steps
+    assert "Import speed, 600 steps per recording" in proc.stdout
