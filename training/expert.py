@@ -241,9 +241,12 @@ class ExpertRun:
                 run._episodes += int(self.locals["dones"][0])
                 if self.num_timesteps % run.cfg.log_every == 0:
                     run._log()
+                return not (stop is not None and stop.is_set())
+
+            def _on_rollout_end(self) -> None:
+                # Here (one env step per rollout) the step's transition is stored, its update not yet done.
                 if self.num_timesteps % run.cfg.checkpoint_every == 0:
                     run.checkpoint()
-                return not (stop is not None and stop.is_set())
 
         remaining = self.cfg.steps - self.steps
         if remaining > 0:
