@@ -9,9 +9,9 @@ the trainer, the runner, the evaluator, ``l3p run --video`` and ``l3p plot`` han
   qpos and qvel; 8 joint actions in [-1, 1]). ``achieved_goal`` = the robot's x, y in OGBench's
   coordinates, ``desired_goal`` = the goal's x, y; 1,000 steps, OGBench's evaluation length.
 - Success is OGBench's own flag (within 1 m of the goal for the point, 0.5 m for the ant). As
-  OGBench's evaluation, the episode
-  terminates at the first success (``terminated``); stepped on anyway (envs stepped in lockstep do),
-  ``info["success"]`` stays 1, so the episode counts as OGBench counts it.
+  OGBench's evaluation, the episode terminates at the first success (``terminated``); stepped on
+  anyway (envs stepped in lockstep do), ``info["success"]`` stays 1, so the episode counts as
+  OGBench counts it.
 - Starts and goals: ``reset(options={"task_id": k})`` for OGBench's five evaluation tasks
   (k = 1..5: fixed start and goal cells), ``{"reset_cell": ..., "goal_cell": ...}`` for cells of
   the layout this env exposes (the far-pair protocol of l3p.sim.mazes), ``{"task_info": (start,
