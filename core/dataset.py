@@ -84,8 +84,9 @@ def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
 
 def save_dataset(path: str | os.PathLike[str], *, observations: np.ndarray, actions: np.ndarray,
                  terminals: np.ndarray, achieved_goals: np.ndarray, env_id: str, made_by: dict[str, Any],
-                 desired_goals: np.ndarray | None = None, **extras: np.ndarray) -> str:
-    """Write a checked dataset (atomically: a temporary file, then a rename); returns its digest."""
+                 desired_goals: np.ndarray | None = None, compress: bool = True, **extras: np.ndarray) -> str:
+    """Write a checked dataset (atomically: a temporary file, then a rename); returns its digest.
+    ``compress=False``: faster to write, for a file a recorder rewrites while it grows."""
     dataset = Dataset(np.asarray(observations, np.float32), np.asarray(actions, np.float32),
                       np.asarray(terminals, np.float32), np.asarray(achieved_goals, np.float32),
                       {"format": FORMAT, "format_version": FORMAT_VERSION, "env_id": env_id, "made_by": made_by},
@@ -99,7 +100,7 @@ def save_dataset(path: str | os.PathLike[str], *, observations: np.ndarray, acti
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays, **{METADATA: np.array(json.dumps(meta, sort_keys=True))})
+    (np.savez_compressed if compress else np.savez)(tmp, **arrays, **{METADATA: np.array(json.dumps(meta, sort_keys=True))})
     os.replace(tmp, path)
     return digest
 

@@ -32,3 +32,16 @@ def add_ros2_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--start-at", type=float, default=None, metavar="UNIX_TIME",
                      help="begin the first episode at this time (to start several robots together)")
     sim.add_argument("--out", metavar="JSON", help="write the episodes (success, actions, latencies)")
+    record = sub.add_parser("record", help="record a robot that something else drives (no planner) to the dataset format")
+    record.add_argument("--mapping", required=True, metavar="YAML",
+                        help="the topics: observation, action (command), goals (docs/guides/recordings.md)")
+    record.add_argument("--out", required=True, metavar="FILE.npz", help="the first file (then FILE_0001.npz, ...)")
+    record.add_argument("--rotate-steps", type=int, default=20_000, metavar="N", help="start a new file after N steps")
+    record.add_argument("--max-episode-steps", type=int, default=10_000, metavar="N",
+                        help="cut an episode (one goal held for long) at N steps")
+    record.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds (default: "
+                        "until SIGINT/SIGTERM)")
+    record.add_argument("--qos", choices=("reliable", "best_effort"), default="reliable")
+    record.add_argument("--stats", metavar="JSON", help="write the counts (steps, dropped, bad messages, RSS) on exit")
+    record.add_argument("--ros-args", nargs=argparse.REMAINDER, default=[], metavar="ROS_ARGS",
+                        help="the rest goes to ROS 2, e.g. --ros-args -r __ns:=/arm")

@@ -1,5 +1,6 @@
 """``l3p ros2``: the bridge (``l3p ros2 bridge --config robot.yaml``) and the simulated robot
-(``l3p ros2 sim --env FetchPush-v4``). See docs/guides/ros2.md."""
+(``l3p ros2 sim --env FetchPush-v4``) and the recorder of a robot driven by something else
+(``l3p ros2 record --mapping robot.yaml --out rec.npz``). See docs/guides/ros2.md."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def run_ros2(args: argparse.Namespace) -> int:
         from l3p.clients.ros2.bridge import run_bridge
 
         return run_bridge(config, stats_path=args.stats, ros_args=args.ros_args)
+    if args.mode == "record":
+        from l3p.clients.ros2.record import run_record
+
+        return run_record(args.mapping, args.out, rotate_steps=args.rotate_steps, max_episode_steps=args.max_episode_steps,
+                          duration_s=args.duration, qos=args.qos, stats_path=args.stats, ros_args=args.ros_args)
     try:
         from l3p.clients.ros2.sim_robot import SimConfig, SimRobot, summary
     except ImportError as exc:

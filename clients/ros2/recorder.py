@@ -5,8 +5,12 @@ Per step (one per action published): the observation, the action, the goal, the 
 from the observation at ``achieved_goal_indices``), and the planner's state: ``subgoal_index``,
 ``replanned``, ``counter``, ``resumed``, and ``success``: the robot's last success flag (its
 ``topics.success``) when the step was taken, i.e. after the previous action. ``terminals`` marks
-each episode's last step. An episode shorter than 2 steps has no transition and is left out. The
-file is rewritten (atomically) at each episode end and when the bridge stops.
+each episode's last step. An episode shorter than 2 steps has no transition and is left out.
+
+Streamed (`l3p.datasets.writer.EpisodeWriter`): each finished episode is written at once (the
+current file rewritten atomically), files rotate every 20,000 steps (``NAME.npz``,
+``NAME_0001.npz``, ...), and memory holds only the current file's steps: a bridge that records for
+days stays bounded, and a killed one leaves every finished episode readable.
 """
 
 from __future__ import annotations
@@ -18,17 +22,13 @@ from typing import Any
 import numpy as np
 
 from l3p.clients.messages import ModelInfo
-from l3p.core.dataset import save_dataset
-
-EXTRAS = ("subgoal_index", "replanned", "counter", "resumed", "success")
+from l3p.datasets.writer import EpisodeWriter
 
 
 class Recorder:
     def __init__(self, path: Path, info: ModelInfo, config: Any, namespace: str) -> None:
-        self.path = Path(path)
-        self.info = info
         self.achieved = list(config.achieved_goal_indices)
-        self.made_by = {
+        made_by = {
             "recorder": "l3p ros2 bridge",
             "robot": namespace or "/",
             "server": config.server,
@@ -38,31 +38,21 @@ class Recorder:
             "seed": config.seed,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
-        self.rows: list[tuple[Any, ...]] = []  # the running episode
-        self.episodes: list[list[tuple[Any, ...]]] = []
+        self.writer = EpisodeWriter(path, info.env_id, made_by)
+
+    @property
+    def files(self) -> list[Path]:
+        return self.writer.files
 
     def add(self, obs: np.ndarray, action: np.ndarray, goal: np.ndarray, step: Any, success: bool) -> None:
-        self.rows.append((obs.astype(np.float32), action.astype(np.float32), goal.astype(np.float32),
-                          obs[self.achieved].astype(np.float32), step.subgoal_index, step.replanned,
-                          step.counter, step.resumed, success))
+        self.writer.add(observations=obs.astype(np.float32), actions=action.astype(np.float32),
+                        desired_goals=goal.astype(np.float32), achieved_goals=obs[self.achieved].astype(np.float32),
+                        subgoal_index=np.int32(step.subgoal_index), replanned=bool(step.replanned),
+                        counter=np.int32(step.counter), resumed=bool(step.resumed), success=bool(success))
 
     def end_episode(self) -> None:
-        if len(self.rows) >= 2:
-            self.episodes.append(self.rows)
-            self.save()
-        self.rows = []
+        self.writer.end_episode()
 
     def save(self) -> str | None:
-        """Write every finished episode (and the running one, if it has a transition); the digest."""
-        episodes = self.episodes + ([self.rows] if len(self.rows) >= 2 else [])
-        if not episodes:
-            return None
-        rows = [r for ep in episodes for r in ep]
-        terminals = np.concatenate([np.eye(1, len(ep), len(ep) - 1, dtype=np.float32)[0] for ep in episodes])
-        col = lambda i, dtype: np.array([r[i] for r in rows], dtype=dtype)  # noqa: E731
-        return save_dataset(
-            self.path, observations=col(0, np.float32), actions=col(1, np.float32), terminals=terminals,
-            achieved_goals=col(3, np.float32), desired_goals=col(2, np.float32), env_id=self.info.env_id,
-            made_by={**self.made_by, "episodes": len(episodes)},
-            subgoal_index=col(4, np.int32), replanned=col(5, np.bool_), counter=col(6, np.int32),
-            resumed=col(7, np.bool_), success=col(8, np.bool_))
+        """Ends the running episode (kept if it has a transition); the digest of the last file written."""
+        return self.writer.close()
