@@ -100,3 +100,65 @@ def align(action: Stream, observation: list[Stream], achieved: list[Stream], des
     return Aligned(observations=rows(observation, obs_idx[:n_obs]), actions=action.values[keep],
                    terminals=terminals, achieved_goals=rows(achieved, obs_idx[n_obs:]),
                    desired_goals=desired_rows, action_index=keep, dropped=dropped)
+
+
+class LiveAligner:
+    """The same rule, one message at a time, for a recorder on a live robot (`l3p ros2 record`).
+
+    Messages arrive in receive order, so the newest message of a topic is the latest before an
+    action. A step is held back until the next action on another observation (it may still be
+    superseded); it is then emitted as ``on_step(values, starts_episode)``; ``flush()`` emits the
+    held step at the end. The steps and their episode starts equal `align`'s on the same messages.
+    """
+
+    def __init__(self, n_observed: int, n_desired: int, max_skew_ns: int, max_gap_ns: int, on_step) -> None:
+        self.latest: list[tuple[int, int, np.ndarray] | None] = [None] * n_observed  # (seq, stamp, values)
+        self.goals: list[np.ndarray | None] = [None] * n_desired
+        self.seq = [0] * n_observed
+        self.max_skew_ns, self.max_gap_ns = max_skew_ns, max_gap_ns
+        self.on_step = on_step
+        self.pending: dict | None = None
+        self.kept: dict | None = None  # the last step emitted
+        self.drops_before_pending = 0  # actions dropped between the last emitted step and the pending one
+        self.drops_after_pending = 0
+        self.dropped = {NO_OBSERVATION: 0, NO_GOAL: 0, SUPERSEDED: 0}
+
+    def observed(self, k: int, stamp_ns: int, values: np.ndarray) -> None:
+        """A message of observation (or achieved-goal) topic ``k``."""
+        self.seq[k] += 1
+        self.latest[k] = (self.seq[k], stamp_ns, values)
+
+    def goal(self, k: int, values: np.ndarray) -> None:
+        self.goals[k] = values
+
+    def action(self, stamp_ns: int, values: np.ndarray) -> None:
+        have_obs = all(m is not None and stamp_ns - m[1] <= self.max_skew_ns for m in self.latest)
+        if not have_obs or any(g is None for g in self.goals):
+            self.dropped[NO_OBSERVATION if not have_obs else NO_GOAL] += 1
+            if self.pending is None:
+                self.drops_before_pending += 1
+            else:
+                self.drops_after_pending += 1
+            return
+        step = {"stamp": stamp_ns, "obs_seq": self.latest[0][0], "action": values,
+                "observed": [m[2] for m in self.latest], "goals": list(self.goals)}
+        if self.pending is not None and self.pending["obs_seq"] == step["obs_seq"]:
+            self.dropped[SUPERSEDED] += 1
+            self.drops_before_pending += self.drops_after_pending
+        else:
+            self._emit()
+        self.pending = step
+        self.drops_after_pending = 0
+
+    def _emit(self) -> None:
+        step, last = self.pending, self.kept
+        if step is None:
+            return
+        starts = (last is None or self.drops_before_pending > 0 or step["stamp"] - last["stamp"] > self.max_gap_ns
+                  or any(not np.array_equal(a, b) for a, b in zip(step["goals"], last["goals"])))
+        self.on_step(step, starts)
+        self.kept, self.pending = step, None
+        self.drops_before_pending, self.drops_after_pending = self.drops_after_pending, 0
+
+    def flush(self) -> None:
+        self._emit()
