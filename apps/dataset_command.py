@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from l3p.core.errors import USAGE, L3PError
-from l3p.core.names import DISTRIBUTION
+from l3p.core.names import install_hint
 from l3p.datasets.mapping import FORMATS
 
 IMPORT = "import"
@@ -48,7 +48,7 @@ def import_parser() -> argparse.ArgumentParser:
 
 def _missing(extra: str, exc: ImportError) -> MissingExtra:
     name = (exc.name or str(exc)).split(".")[0]
-    return MissingExtra(f"needs the {extra!r} extra (missing module {name!r}): pip install '{DISTRIBUTION}[{extra}]'")
+    return MissingExtra(f"needs the {extra!r} extra (missing module {name!r}): {install_hint(extra)}")
 
 
 def run_dataset(args: argparse.Namespace) -> int:

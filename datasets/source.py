@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from l3p.core.dataset import FORMAT, FORMAT_VERSION, Dataset, DatasetError, load_dataset, save_dataset, validate
+from l3p.core.dataset import (FORMAT, FORMAT_VERSION, Dataset, DatasetError, arrays_digest, load_dataset, save_dataset,
+                              validate)
+from l3p.core.names import install_hint
 from l3p.datasets.mapping import Mapping, load_mapping, resolved_paths
 
 MAPPING_SUFFIXES = (".yaml", ".yml")
@@ -92,6 +94,9 @@ def read(mapping: Mapping, paths: list[Path]) -> tuple[Dataset, dict[str, Any]]:
         desired_goals=(merged.pop("desired_goals").astype(np.float32) if "desired_goals" in merged else None),
         extras=merged)
     validate(dataset, f"{mapping.format} {paths[0]}" + (f" (+{len(paths) - 1} more)" if len(paths) > 1 else ""))
+    # as save_dataset records them: the .npz written from these arrays carries the same digest
+    dataset.metadata.update(steps=int(len(dataset.terminals)), episodes=len(dataset.episode_bounds()),
+                            sha256=arrays_digest(dataset.arrays()))
     dropped: dict[str, int] = {}
     for r in reports:
         for why, n in r.get("dropped", {}).items():
@@ -115,13 +120,18 @@ def _mapping_record(mapping: Mapping) -> dict[str, Any]:
     return record
 
 
-def open_dataset(path: str | os.PathLike[str]) -> Dataset:
-    """What ``l3p train --dataset PATH`` trains on: an .npz file, or a mapping file's recordings."""
+def open_dataset(path: str | os.PathLike[str], *, check_digest: bool = True) -> Dataset:
+    """What ``l3p train --dataset PATH`` trains on: an .npz file (read by `load_dataset`), or a mapping
+    file's recordings, read in place."""
     path = Path(path)
     if path.suffix not in MAPPING_SUFFIXES:
-        return load_dataset(path)
-    mapping = load_mapping(path)
-    return read(mapping, resolved_paths(mapping))[0]
+        return load_dataset(path, check_digest=check_digest)
+    try:
+        mapping = load_mapping(path)
+        return read(mapping, resolved_paths(mapping))[0]
+    except ImportError as exc:  # a format's reader (rosbags, pyarrow, h5py) or yaml
+        raise DatasetError(f"reading {path} needs the 'datasets' extra (missing module {exc.name!r}): "
+                           f"{install_hint('datasets')}") from None
 
 
 def import_to(out: str | os.PathLike[str], mapping: Mapping, paths: list[Path]) -> tuple[str, dict[str, Any]]:

@@ -424,3 +424,29 @@ def test_the_import_benchmark_runs_as_a_script(tmp_path):
     assert all(r["steps"] == 600 and r["read_steps_per_s"] > 0 for r in rows)
     assert rows[0]["messages"] == 600 * 2 + 3  # observation and command per step, a goal per 200 steps
     assert "Import speed, 600 steps per recording" in proc.stdout
+
+
+def test_offline_training_reads_a_mapping_in_place_as_its_converted_npz(tmp_path):
+    """`l3p train --dataset robot.yaml`: the run's replay from the bags equals the one from the .npz
+    the converter writes of them, and the run records the same dataset digest."""
+    pytest.importorskip("torch")
+    import yaml
+
+    from l3p.training.config import preset
+    from l3p.training.offline import OfflineTrainer
+
+    rng = np.random.default_rng(4)
+    obs = rng.uniform(-1, 1, (60, 4)).astype(np.float32)
+    actions = rng.uniform(-1, 1, (60, 2)).astype(np.float32)
+    goals = np.repeat(rng.uniform(-1, 1, (3, 2)), 20, axis=0).astype(np.float32)
+    write_bag(tmp_path / "bag", obs, actions, goals)
+    (tmp_path / "robot.yaml").write_text(yaml.safe_dump({**bag_mapping(), "paths": ["bag"]}))
+    import_to(tmp_path / "robot.npz", mapping_from_dict(bag_mapping()), [tmp_path / "bag"])
+    tiny = dict(updates_per_cycle=2, batch_size=8, hidden=8, layers=1, ae_hidden=8, n_landmarks=4, gls_sample=20,
+                cluster_batch=4, landmarks_after_updates=2, eval_every_cycles=10, eval_episodes=1, torch_threads=1,
+                eval_max_steps=5, offline_updates=2, random_goal_p=0.0)
+    runs = [OfflineTrainer(preset("PointMaze_UMaze-v3").replace(**tiny, dataset=str(tmp_path / name)), tmp_path / name[:-5])
+            for name in ("robot.yaml", "robot.npz")]
+    np.testing.assert_array_equal(runs[0].replay.obs, runs[1].replay.obs)
+    np.testing.assert_array_equal(runs[0].replay.action, runs[1].replay.action)
+    assert runs[0].dataset.metadata["sha256"] == runs[1].dataset.metadata["sha256"]

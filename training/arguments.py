@@ -22,7 +22,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a training config, TOML or JSON (e.g. the config.json a run wrote): its keys replace "
                              "the env's preset; --env, --steps, --seed and --set override it")
     parser.add_argument("--dataset", help="train offline from this recorded dataset (.npz, docs/dataset.md; e.g. "
-                                          "made by `l3p dataset`): no env steps, the env is the dataset's")
+                                          "made by `l3p dataset`), or the recordings a mapping file (.yaml) names, "
+                                          "read in place (docs/guides/recordings.md): no env steps, the env is the "
+                                          "dataset's")
     parser.add_argument("--steps", type=int,
                         help="total env steps, or optimizer steps when training offline (overrides the preset; "
                              "with --resume, extends the run)")

@@ -21,9 +21,9 @@ import numpy as np
 from l3p.core.bundle_format import bundle_digest, planner_defaults, read_manifest
 from l3p.core.commandline import ConfigError, check_values, read_config_file
 from l3p.core.config import PlannerConfig
-from l3p.core.dataset import load_dataset
 from l3p.core.errors import INTERRUPTED, L3PError
 from l3p.core.overrides import parse_overrides
+from l3p.datasets.source import open_dataset
 from l3p.sim.draw import plot_landmarks
 from l3p.training.agent import L3PAgent
 from l3p.training.arguments import add_export_arguments, add_train_arguments  # noqa: F401
@@ -117,7 +117,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         check_train_keys(from_file, where)
     env = args.env or from_file.get("env_id")
     if args.dataset:
-        recorded = load_dataset(args.dataset).env_id
+        recorded = open_dataset(args.dataset).env_id
         if env and env != recorded:
             raise TrainArgumentError(f"--env {env} but the dataset was recorded on {recorded}")
         env = recorded
@@ -238,7 +238,7 @@ def run_goals(run_dir: Path, cfg: TrainConfig) -> np.ndarray | None:
     neither is there any more."""
     try:
         if cfg.dataset is not None:
-            return load_dataset(cfg.dataset, check_digest=False).achieved_goals
+            return open_dataset(cfg.dataset, check_digest=False).achieved_goals
         with np.load(run_dir / REPLAY) as replay:
             return replay["ag"].reshape(-1, replay["ag"].shape[-1])
     except (OSError, ValueError, KeyError, L3PError):

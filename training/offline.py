@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from l3p.core.dataset import Dataset, DatasetError, load_dataset
+from l3p.core.dataset import Dataset, DatasetError
+from l3p.datasets.source import open_dataset
 from l3p.sim.envs import VecGoalEnv, evaluation_env_id
 from l3p.training.agent import L3PAgent
 from l3p.training.config import TrainConfig
@@ -75,7 +76,7 @@ class OfflineTrainer(Trainer):
         torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
-        self.dataset = load_dataset(cfg.dataset)
+        self.dataset = open_dataset(cfg.dataset)
         self.eval_env = VecGoalEnv(evaluation_env_id(cfg.env_id), min(cfg.eval_episodes, 10), cfg.eval_max_steps)
         self.env = self.eval_env  # what the learner is paid comes from the env's own reward function
         self.spec = self.eval_env.spec
