@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,23 @@ def read_raw(path: Path, topics: list[str]) -> tuple[dict[str, tuple[str, list[i
                 if len(types) > 1:
                     raise DatasetError(f"bag {path}: topic {topic} has several types ({', '.join(sorted(types))})")
                 out[topic] = (types.pop(), [], [])
-            for conn, stamp, data in reader.messages(connections=conns):
-                entry = out[conn.topic]
-                entry[1].append(stamp)
-                entry[2].append(data)
-                last = conn.topic
+            files = _plain_mcap_files(path)
+            if files is None:
+                for conn, stamp, data in reader.messages(connections=conns):
+                    entry = out[conn.topic]
+                    entry[1].append(stamp)
+                    entry[2].append(data)
+                    last = conn.topic
+            else:
+                for f in files:
+                    last = f"{topics[0]} (in {f.name})"
+                    for topic, (stamps, datas) in _scan_mcap(f, set(topics)).items():
+                        out[topic][1].extend(stamps)
+                        out[topic][2].extend(datas)
+                for topic, (_, stamps, datas) in out.items():
+                    if any(b < a for a, b in zip(stamps, stamps[1:])):  # rosbags' order: by log time
+                        order = np.argsort(np.array(stamps, np.int64), kind="stable")
+                        out[topic] = (out[topic][0], [stamps[i] for i in order], [datas[i] for i in order])
             return out, reader.typestore
     except DatasetError:
         raise
@@ -59,6 +72,74 @@ def read_raw(path: Path, topics: list[str]) -> tuple[dict[str, tuple[str, list[i
             where = "(no such file or directory)"
         raise DatasetError(f"bag {path}: unreadable {where} (truncated or corrupt? "
                            f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+
+
+# ---------------------------------------------------------------------------- MCAP, read directly
+
+_U16, _U32, _U64 = (struct.Struct(f).unpack_from for f in ("<H", "<I", "<Q"))
+_MESSAGE = struct.Struct("<HIQQ").unpack_from  # channel id, sequence, log time, publish time
+
+
+def _plain_mcap_files(path: Path) -> list[Path] | None:
+    """The bag's MCAP files, if it is MCAP without whole-file compression; else None (rosbags reads it)."""
+    import yaml
+
+    try:
+        info = yaml.safe_load((Path(path) / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return None
+    if info.get("storage_identifier") != "mcap" or info.get("compression_mode"):
+        return None
+    return [Path(path) / f for f in info.get("relative_file_paths", [])]
+
+
+def _scan_mcap(path: Path, topics: set[str]) -> dict[str, tuple[list[int], list[bytes]]]:
+    """Log times and raw CDR bytes of ``topics``' messages, in file order: MCAP's records walked
+    with struct, chunks decompressed (and checked) by rosbags. The same bytes as rosbags' reader
+    yields (tested), a few times faster: it keeps no per-message objects."""
+    from rosbags.rosbag2.storage_mcap import decompress
+
+    buf = path.read_bytes()
+    if buf[:8] != b"\x89MCAP0\r\n":
+        raise ValueError(f"{path.name} is not an MCAP file")
+    channels: dict[int, tuple[list[int], list[bytes]]] = {}
+    out: dict[str, tuple[list[int], list[bytes]]] = {}
+
+    def walk(data: bytes, pos: int, end: int, top: bool) -> None:
+        while pos < end:
+            op = data[pos]
+            (size,) = _U64(data, pos + 1)
+            body, pos = pos + 9, pos + 9 + size
+            if pos > end:
+                raise ValueError(f"truncated record at byte {body - 9} of {path.name}")
+            if op == 0x05:
+                channel, _, log_time, _ = _MESSAGE(data, body)
+                into = channels.get(channel)
+                if into is not None:
+                    into[0].append(log_time)
+                    into[1].append(data[body + 22:pos])
+            elif op == 0x04:
+                (channel,) = _U16(data, body)
+                (length,) = _U32(data, body + 4)
+                topic = data[body + 8:body + 8 + length].decode()
+                if topic in topics and channel not in channels:
+                    channels[channel] = out.setdefault(topic, ([], []))
+            elif op == 0x06 and top:
+                (usize,) = _U64(data, body + 16)
+                (crc,) = _U32(data, body + 24)
+                (length,) = _U32(data, body + 28)
+                compression = data[body + 32:body + 32 + length].decode()
+                (rsize,) = _U64(data, body + 32 + length)
+                start = body + 40 + length
+                records = decompress(data[start:start + rsize], compression, usize, crc)
+                walk(records, 0, len(records), False)
+            elif op == 0x0F and top:  # data end: the summary follows
+                return
+        if top:
+            raise ValueError(f"{path.name} ends without its data-end record (truncated)")
+
+    walk(buf, 8, len(buf), True)
+    return out
 
 
 # ------------------------------------------------------------------------------- bulk decoding

@@ -121,6 +121,26 @@ def test_a_rosbags_mcap_bag_reads_back_equal_to_its_arrays(tmp_path, joint_state
     np.testing.assert_array_equal(slow["observations"], data.observations)
 
 
+def test_mcap_records_read_directly_are_the_bytes_rosbags_reads(tmp_path):
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    from l3p.datasets.rosbag2 import _scan_mcap
+
+    obs, actions, goals = source_arrays()
+    bag = write_bag(tmp_path / "bag", obs, actions, goals, joint_state=True, shuffle_names=True)
+    topics = {"/robot/observation", "/robot/commands", "/robot/goal"}
+    ours = _scan_mcap(next(bag.glob("*.mcap")), topics)
+    theirs: dict[str, tuple[list, list]] = {}
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+        for conn, stamp, data in reader.messages():
+            theirs.setdefault(conn.topic, ([], []))[0].append(stamp)
+            theirs[conn.topic][1].append(bytes(data))
+    assert sorted(ours) == sorted(theirs) == sorted(topics)
+    for topic in topics:
+        assert ours[topic][0] == theirs[topic][0] and [bytes(d) for d in ours[topic][1]] == theirs[topic][1]
+
+
 def test_bag_alignment_pairs_each_action_with_the_latest_observation_and_counts_drops(tmp_path):
     """Observations every 20 ms; actions 5 ms after, except: step 7's observation is missing (its
     action is 25 ms after the previous observation: over max_skew 12 ms, dropped, the episode ends),
