@@ -65,6 +65,8 @@ COMMANDS: tuple[Command, ...] = (
             "l3p.signing", "add_keygen_arguments", "run_keygen", "train"),
     Command("sign", "sign a bundle (signature.json) for servers started with --trusted-keys",
             "l3p.signing", "add_sign_arguments", "run_sign", "train"),
+    Command("rollback", "on a server host: serve a model's older signed version on purpose (lowers its highest "
+                        "served sequence)", "l3p.signing", "add_rollback_arguments", "run_rollback", "serve"),
     Command("dataset", "regenerate an OGBench maze dataset (pointmaze-*; antmaze-* with --expert), or import a "
                        "recording (l3p dataset import rosbag2|lerobot|minari|npz PATH ... --out FILE.npz)",
             "l3p.dataset_command", "add_dataset_arguments", "run_dataset", "sim"),

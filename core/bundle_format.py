@@ -1,16 +1,20 @@
 """The model bundle's format (docs/bundle.md), shared by the exporter and the loader: the
-manifest's fields and their checks, each graph's signature, and the bundle digest.
+manifest's fields and their checks, each graph's signature, the bundle digest, and how a bundle's
+files are read (``BundleDir``: never through a link, each checked as opened).
 
 numpy-free: the loader (onnxruntime) and the exporter (torch, onnx) build on this.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from l3p.core.config import PlannerConfig
@@ -20,13 +24,20 @@ FORMAT = "l3p-bundle"
 FORMAT_VERSION = 1
 GRAPHS = ("actor", "distance", "value", "landmarks")
 MANIFEST = "manifest.json"
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A served model's name: a repository folder's, what requests name, and what a signature names."""
 # A manifest is a few kB; a bigger one is refused before it is parsed (it bounds the memory and
 # time an untrusted bundle can make the loader spend).
 MAX_MANIFEST_BYTES = 1 << 20
-# A graph file bigger than this is refused before it is read (it is read whole to be hashed). The
+# A graph file bigger than this is refused before it is read (onnxruntime takes it whole). The
 # shipped graphs are about 1 MB; `l3p serve --max-file-bytes` changes it.
 DEFAULT_MAX_FILE_BYTES = 256 << 20
 _READ_CHUNK = 1 << 20
+# Opened non-blocking: a FIFO or device put where a file should be never blocks a read.
+_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_NOT_READ = {False: "not a regular file; refusing to read it",
+             True: "which is never followed; refusing to read it"}
 
 
 class BundleError(L3PError):
@@ -70,65 +81,201 @@ def bundle_digest(manifest: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def escaped(value: object) -> str:
+    """A string read from a file or a directory listing as a message carries it: non-ASCII and
+    control characters escaped (no terminal escape, no line break, no look-alike letter)."""
+    return ascii(str(value))[1:-1]
+
+
+def printable(message: str) -> str:
+    """A whole message kept on one line: every unprintable character (control, line or
+    paragraph separator, bidi override) escaped; printable text is left as it is."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
+
+
 def _kind(mode: int) -> str:
     for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a directory")):
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link")):
         if test(mode):
             return kind
     return "not a plain file"
 
 
+def _chunks(fd: int, max_bytes: int, shown_as: str) -> Iterator[bytes]:
+    """The bytes of the open file ``fd``, a regular file (checked with fstat) of at most
+    ``max_bytes`` whatever it grows to meanwhile, in chunks of at most _READ_CHUNK."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise BundleError(f"{shown_as}: {_kind(info.st_mode)}, {_NOT_READ[False]}")
+    if info.st_size > max_bytes:
+        raise BundleError(f"{shown_as}: {info.st_size} bytes, over the cap of {max_bytes} bytes per file")
+    size = 0
+    while chunk := os.read(fd, min(_READ_CHUNK, max_bytes + 1 - size)):
+        size += len(chunk)
+        if size > max_bytes:
+            raise BundleError(f"{shown_as}: grew past the cap of {max_bytes} bytes per file while read")
+        yield chunk
+
+
 def read_regular(file: Path, max_bytes: int, shown: str) -> bytes:
-    """The bytes of ``file`` if it is a regular file of at most ``max_bytes``. Nothing else is
-    opened or waited on: a FIFO, device or socket is refused (checked before opening, and on the
-    open descriptor, which is opened non-blocking), and no more than ``max_bytes`` are read
-    whatever the file grows to meanwhile. ``shown`` names the file in errors (BundleError);
-    FileNotFoundError passes through."""
+    """The bytes of ``file``, a path the operator gave (a link there is followed), if it is a
+    regular file of at most ``max_bytes``. Looked at before it is opened, opened non-blocking and
+    checked again on the open descriptor, so a FIFO, device or socket is refused without a
+    blocking read. ``shown`` names the file in errors (BundleError); FileNotFoundError passes
+    through."""
     try:
         mode = os.stat(file).st_mode
         if not stat.S_ISREG(mode):
-            raise BundleError(f"{shown}: {_kind(mode)}, not a regular file; refusing to read it")
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+            raise BundleError(f"{shown}: {_kind(mode)}, {_NOT_READ[False]}")
+        fd = os.open(file, _FILE_FLAGS)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise BundleError(f"{shown}: cannot open it ({exc.strerror})") from None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):  # replaced between the check and the open
-            raise BundleError(f"{shown}: {_kind(info.st_mode)}, not a regular file; refusing to read it")
-        if info.st_size > max_bytes:
-            raise BundleError(f"{shown}: {info.st_size} bytes, over the cap of {max_bytes} bytes per file")
-        chunks, size = [], 0
-        while chunk := os.read(fd, min(_READ_CHUNK, max_bytes + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > max_bytes:
-                raise BundleError(f"{shown}: grew past the cap of {max_bytes} bytes per file while read")
-        return b"".join(chunks)
+        return b"".join(_chunks(fd, max_bytes, shown))
     except OSError as exc:
         raise BundleError(f"{shown}: cannot read it ({exc.strerror})") from None
     finally:
         os.close(fd)
 
 
-def read_manifest(path: Path, shown: str | None = None) -> dict:
-    """The bundle directory's manifest, its fields checked; BundleError names the first problem
-    (the bundle as ``shown``, default its path)."""
-    path = Path(path)
-    where = str(path) if shown is None else shown
-    if not path.is_dir():
-        raise BundleError(f"bundle {where}: not a directory")
-    file = f"{where}/{MANIFEST}"
+class BundleDir:
+    """An open bundle directory. Everything in it is opened relative to this descriptor with
+    O_NOFOLLOW, checked as opened (fstat) and read from that descriptor: a name swapped for a
+    symbolic link, or a directory renamed, between a check and a read cannot redirect the read.
+    ``path`` is for logs; ``where`` names the bundle in errors."""
+
+    def __init__(self, fd: int, path: Path, where: str):
+        self.fd, self.path, self.where = fd, path, where
+
+    @classmethod
+    def open(cls, path: str | Path, where: str | None = None, below: tuple[str, ...] = ()) -> BundleDir:
+        """``path`` (given by the operator: a link there is followed), then each of the names
+        ``below`` it in turn, none of which may be a symbolic link; BundleError if one is missing,
+        not a directory, or a link."""
+        path = Path(path)
+        where = str(path.joinpath(*below)) if where is None else where
+        try:
+            fd = os.open(path, _DIR_FLAGS)
+        except OSError as exc:
+            raise BundleError(f"bundle {where}: not a directory ({exc.strerror})") from None
+        for name in below:
+            try:
+                inner = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                link = exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, name)
+                os.close(fd)
+                if link:
+                    raise BundleError(f"bundle {where}: {escaped(name)} is a symbolic link, which is never "
+                                      "followed; copy the bundle in") from None
+                raise BundleError(f"bundle {where}: not a directory ({exc.strerror})") from None
+            os.close(fd)
+            fd = inner
+        return cls(fd, path.joinpath(*below), where)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> BundleDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self, name: str) -> int:
+        """A regular file directly in the bundle, never through a link: its entry is looked at
+        first, so a link, FIFO or device is refused unopened, and opened with O_NOFOLLOW, so one
+        swapped in since is refused too (the caller checks what was opened with fstat).
+        FileNotFoundError passes through."""
+        shown_as = f"{self.where}/{escaped(name)}"
+        try:
+            mode = os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode
+            if not stat.S_ISREG(mode):
+                raise BundleError(f"{shown_as}: {_kind(mode)}, {_NOT_READ[stat.S_ISLNK(mode)]}")
+            return os.open(name, _FILE_FLAGS | os.O_NOFOLLOW, dir_fd=self.fd)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise BundleError(f"{shown_as}: a symbolic link, {_NOT_READ[True]}") from None
+            raise BundleError(f"{shown_as}: cannot open it ({exc.strerror})") from None
+        except ValueError:  # a name no file can have
+            raise BundleError(f"{shown_as}: cannot open it (not a file name)") from None
+
+    def read(self, name: str, max_bytes: int) -> bytes:
+        """The bytes of regular file ``name`` in the bundle, at most ``max_bytes``; BundleError
+        otherwise, FileNotFoundError if it is absent."""
+        shown_as = f"{self.where}/{escaped(name)}"
+        fd = self._open(name)
+        try:
+            return b"".join(_chunks(fd, max_bytes, shown_as))
+        except OSError as exc:
+            raise BundleError(f"{shown_as}: cannot read it ({exc.strerror})") from None
+        finally:
+            os.close(fd)
+
+    def read_hashed(self, name: str, max_bytes: int, sha256: str) -> bytes:
+        """The bytes of regular file ``name`` if their sha256 is ``sha256``. The file is hashed as
+        it streams through a small buffer, so one that does not match is refused without being
+        held in memory; one that matches is read once more, whole, and those very bytes are
+        hashed again (a file rewritten in between is refused)."""
+        shown_as = f"{self.where}/{escaped(name)}"
+        fd = self._open(name)
+        try:
+            streamed, size = hashlib.sha256(), 0
+            for chunk in _chunks(fd, max_bytes, shown_as):
+                streamed.update(chunk)
+                size += len(chunk)
+            _match(streamed.hexdigest(), sha256, shown_as)
+            data = os.pread(fd, size + 1, 0)
+            while len(data) < size + 1 and (more := os.pread(fd, size + 1 - len(data), len(data))):
+                data += more
+            _match(hashlib.sha256(data).hexdigest(), sha256, shown_as)
+            return data
+        except OSError as exc:
+            raise BundleError(f"{shown_as}: cannot read it ({exc.strerror})") from None
+        finally:
+            os.close(fd)
+
+    def stat(self, name: str) -> os.stat_result | None:
+        """The entry ``name`` itself (a link is not followed); None if there is none."""
+        try:
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except (OSError, ValueError):  # absent, unreadable, or a name no file can have
+            return None
+
+
+def _is_link(dir_fd: int, name: str) -> bool:
     try:
-        data = read_regular(path / MANIFEST, MAX_MANIFEST_BYTES, file)
-        manifest = json.loads(data.decode())
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _match(digest: str, expected: str, shown_as: str) -> None:
+    if digest != expected:
+        raise BundleError(f"{shown_as}: sha256 {digest} does not match {MANIFEST} ({escaped(expected)[:64]})")
+
+
+def read_manifest(bundle: str | Path | BundleDir, where: str | None = None) -> dict:
+    """The bundle's manifest, its fields checked; BundleError names the first problem (the
+    bundle as ``where``, default its path). ``bundle``: an open BundleDir, or a directory path
+    (opened here)."""
+    if not isinstance(bundle, BundleDir):
+        with BundleDir.open(bundle, where) as opened:
+            return read_manifest(opened)
+    file = f"{bundle.where}/{MANIFEST}"
+    try:
+        manifest = json.loads(bundle.read(MANIFEST, MAX_MANIFEST_BYTES).decode())
     except FileNotFoundError:
-        raise BundleError(f"bundle {where}: {MANIFEST} is missing") from None
+        raise BundleError(f"bundle {bundle.where}: {MANIFEST} is missing") from None
     except RecursionError:  # nesting deeper than the parser's stack: not a manifest
         raise BundleError(f"{file}: not readable JSON (nested too deeply)") from None
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON, bad UTF-8, an over-long integer
+    except ValueError as exc:  # bad JSON, bad UTF-8, an over-long integer
         raise BundleError(f"{file}: not readable JSON ({_first_line(exc)})") from None
     if not isinstance(manifest, dict):
         raise BundleError(f"{file}: expected a JSON object")
@@ -137,7 +284,7 @@ def read_manifest(path: Path, shown: str | None = None) -> dict:
         value = manifest
         for key in field.split("."):
             value = value.get(key) if isinstance(value, dict) else None
-        return BundleError(f"{file}: '{field}' is {value!r}, expected {expected}")
+        return BundleError(f"{file}: '{field}' is {ascii(value)[:200]}, expected {expected}")
 
     if manifest.get("format") != FORMAT:
         raise bad("format", repr(FORMAT))
@@ -175,6 +322,9 @@ def read_manifest(path: Path, shown: str | None = None) -> dict:
             and isinstance(entry.get("sha256"), str)
         ):
             raise bad(f"files.{name}", '{"path": ..., "sha256": ...}')
+        if entry["path"] in ("", ".", "..") or "/" in entry["path"] or "\0" in entry["path"]:
+            raise bad(f"files.{name}.path", "a file name directly in the bundle directory (a path that "
+                                            "leaves the bundle directory or enters a subdirectory is refused)")
     return manifest
 
 
@@ -209,24 +359,13 @@ def planner_defaults(manifest: dict) -> PlannerConfig:
     return config
 
 
-def read_graph(root: Path, entry: dict, max_bytes: int = DEFAULT_MAX_FILE_BYTES,
-               shown: str | None = None) -> bytes:
-    """A graph file's bytes, inside the bundle, a regular file of at most ``max_bytes``, and
-    matching its manifest sha256 (the bundle named ``shown`` in errors, default its path)."""
-    where = str(root) if shown is None else shown
-    file = (root / entry["path"]).resolve()
-    if root.resolve() not in file.parents:
-        raise BundleError(f"{where}/{MANIFEST}: file path {entry['path']!r} leaves the bundle directory")
+def read_graph(bundle: BundleDir, entry: dict, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
+    """A graph file's bytes: a regular file directly in the bundle, at most ``max_bytes``,
+    matching its manifest sha256 (hashed as it is read)."""
     try:
-        data = read_regular(file, max_bytes, f"{where}/{entry['path']}")
+        return bundle.read_hashed(entry["path"], max_bytes, entry["sha256"])
     except FileNotFoundError:
-        raise BundleError(f"bundle {where}: {entry['path']} is missing") from None
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != entry["sha256"]:
-        raise BundleError(
-            f"{where}/{entry['path']}: sha256 {digest} does not match {MANIFEST} ({entry['sha256']})"
-        )
-    return data
+        raise BundleError(f"bundle {bundle.where}: {escaped(entry['path'])} is missing") from None
 
 
 def _is_positive_int(value) -> bool:

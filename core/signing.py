@@ -1,11 +1,15 @@
-"""Signed bundles: the training side signs a bundle's digest with its Ed25519 key, the serving side
-loads only bundles signed by a key it trusts (``l3p serve --trusted-keys FILE``).
+"""Signed bundles: the training side signs a bundle's digest, the model it is for and a sequence
+with its Ed25519 key; the serving side loads only bundles signed by a key it trusts (``l3p serve
+--trusted-keys FILE``), for the model it serves them as.
 
 - ``l3p keygen --out PREFIX`` writes ``PREFIX.key`` (the private key, PKCS#8 PEM, mode 0600: it
   stays with the training side) and ``PREFIX.pub`` (one line, ``ed25519 BASE64 NAME``).
-- ``l3p export --sign-key KEY`` (or ``l3p sign BUNDLE --key KEY``) writes ``signature.json`` into
-  the bundle: a detached signature over the bundle digest (bundle_format.bundle_digest: the
-  manifest, which holds every graph's sha256), so a signature vouches for every file served.
+- ``l3p export --sign-key KEY --model NAME`` (or ``l3p sign BUNDLE --key KEY --model NAME``) writes
+  ``signature.json`` into the bundle: a detached signature over the bundle digest
+  (bundle_format.bundle_digest: the manifest, which holds every graph's sha256), the model name and
+  the sequence (the signing time in milliseconds), so a signature vouches for every file served,
+  for one model, and orders the versions of that model (serving/sequences.py keeps the highest
+  served).
 - A trusted-keys file is ``.pub`` lines (``cat *.pub``); ``#`` comments and blank lines are skipped.
 
 Ed25519 comes from ``cryptography``, imported inside the functions that need it: ``l3p.core`` stays
@@ -20,21 +24,32 @@ import hashlib
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
-from l3p.core.bundle_format import BundleError, bundle_digest, read_manifest, read_regular
+from l3p.core.bundle_format import (
+    MODEL_NAME,
+    BundleDir,
+    BundleError,
+    bundle_digest,
+    escaped,
+    read_manifest,
+    read_regular,
+)
 from l3p.core.errors import L3PError
 
 SIGNATURE = "signature.json"
 SIGNATURE_FORMAT = "l3p-bundle-signature"
-SIGNATURE_VERSION = 1
+SIGNATURE_VERSION = 2
 ALGORITHM = "ed25519"
 # A signature file is a few hundred bytes; a bigger one is refused unread.
 MAX_SIGNATURE_BYTES = 64 * 1024
-# What is signed: the digest, under a label of its own, so a signature made for a bundle can
-# never be taken for a signature over anything else the same key signs.
-_CONTEXT = b"l3p-bundle-signature-v1:"
+# What is signed: the digest, the model and the sequence, under a label of its own, so a signature
+# made for a bundle can never be taken for a signature over anything else the same key signs.
+_CONTEXT = b"l3p-bundle-signature-v2:"
+_MAX_SEQUENCE = 2**63 - 1
 _KEY_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 
 
@@ -42,8 +57,13 @@ class KeyFileError(L3PError):
     """A key file cannot be used as given; the message names the file and why."""
 
 
+class SigningError(L3PError):
+    """A bundle cannot be signed as asked (a name that cannot be a model's)."""
+
+
 class SignatureError(BundleError):
-    """A bundle's signature is missing, forged, stale or by a key that is not trusted."""
+    """A bundle's signature is missing, forged, stale, in the old format, by a key that is not
+    trusted, or for another model."""
 
 
 def _ed25519():
@@ -178,60 +198,108 @@ def public_key_of(private_key, name: str) -> PublicKey:
     return PublicKey(name, raw)
 
 
-def sign_bundle(bundle: Path, private_key) -> Path:
-    """Writes BUNDLE/signature.json over the bundle's digest (its manifest checked first)."""
+@dataclass(frozen=True)
+class Signature:
+    """A signature: the key that made it, the model it is for, its sequence."""
+
+    key: PublicKey
+    model: str
+    sequence: int
+
+    def describe(self) -> str:
+        return f"sequence {self.sequence} (signed {signing_time(self.sequence)})"
+
+
+def _signed_bytes(digest: str, model: str, sequence: int) -> bytes:
+    payload = {"bundle_sha256": digest, "model": model, "sequence": sequence}
+    return _CONTEXT + json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+
+
+def signing_time(sequence: int) -> str:
+    """A sequence as the signing time it is (UTC, ISO 8601, milliseconds)."""
+    try:
+        moment = datetime.fromtimestamp(sequence / 1000, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"sequence {sequence}"
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def sign_bundle(bundle: Path, private_key, model: str) -> Signature:
+    """Writes BUNDLE/signature.json over the bundle's digest (its manifest checked first), for
+    model ``model``, with the signing time in milliseconds since the epoch as its sequence."""
+    if not isinstance(model, str) or not MODEL_NAME.fullmatch(model):
+        raise SigningError(f"model name '{escaped(model)}': 1-64 of A-Z a-z 0-9 _ . -, the first a letter or "
+                           "digit (the name the servers serve the bundle as)")
+    sequence = time.time_ns() // 1_000_000
     bundle = Path(bundle)
     digest = bundle_digest(read_manifest(bundle))
     signer = public_key_of(private_key, "signer")
-    signature = private_key.sign(_CONTEXT + digest.encode())
+    signature = private_key.sign(_signed_bytes(digest, model, sequence))
     record = {"format": SIGNATURE_FORMAT, "format_version": SIGNATURE_VERSION, "algorithm": ALGORITHM,
-              "key_sha256": signer.key_sha256, "bundle_sha256": digest,
+              "key_sha256": signer.key_sha256, "bundle_sha256": digest, "model": model, "sequence": sequence,
               "signature": base64.b64encode(signature).decode()}
     path = bundle / SIGNATURE
     partial = bundle / f".{SIGNATURE}.partial"
     partial.write_text(json.dumps(record, indent=2) + "\n")
     partial.replace(path)  # a watch never reads half a signature
-    return path
+    return Signature(signer, model, sequence)
 
 
 # -- the serving side
 
 
-def verify_bundle(path: Path, digest: str, trusted: TrustedKeys, shown: str | None = None) -> PublicKey:
-    """The trusted key that signed the bundle at ``path`` whose manifest digest is ``digest``;
-    SignatureError (one line) if it is unsigned, signed for another digest, signed by a key not
-    in ``trusted``, or the signature does not verify. Reads only signature.json."""
-    where = shown or str(path)
-    file = Path(path) / SIGNATURE
+def verify_bundle(bundle: Path | BundleDir, digest: str, trusted: TrustedKeys, shown: str | None = None,
+                  model: str | None = None) -> Signature:
+    """The verified signature of the bundle (a directory path, or an open BundleDir) whose manifest
+    digest is ``digest``; SignatureError (one line) if it is unsigned, signed in the old format,
+    signed for another digest, by a key not in ``trusted``, for a model other than ``model`` (when
+    given), or the signature does not verify. Reads only signature.json, never through a link."""
+    if not isinstance(bundle, BundleDir):
+        with BundleDir.open(bundle, shown) as opened:
+            return verify_bundle(opened, digest, trusted, model=model)
+    where = bundle.where
+    resign = f"l3p sign BUNDLE --key KEY --model {model or 'NAME'}"
     try:
-        data = read_regular(file, MAX_SIGNATURE_BYTES, f"{where}/{SIGNATURE}")
+        data = bundle.read(SIGNATURE, MAX_SIGNATURE_BYTES)
     except FileNotFoundError:
         raise SignatureError(f"{where} is not signed (no {SIGNATURE}) and --trusted-keys needs a signature by "
-                             f"{' or '.join(trusted.names())}; sign it with l3p sign") from None
+                             f"{' or '.join(trusted.names())}; sign it with {resign}") from None
     try:
         record = json.loads(data)
         if not isinstance(record, dict):
             raise ValueError("not an object")
+        if (record.get("format"), record.get("format_version"), record.get("algorithm")) == (
+                SIGNATURE_FORMAT, 1, ALGORITHM):
+            raise SignatureError(f"{where}/{SIGNATURE} is a format 1 signature, which names no model and no "
+                                 f"sequence; re-sign the bundle with {resign}")
         if (record.get("format"), record.get("format_version"), record.get("algorithm")) != (
                 SIGNATURE_FORMAT, SIGNATURE_VERSION, ALGORITHM):
             raise ValueError(f"expected format {SIGNATURE_FORMAT!r} version {SIGNATURE_VERSION}, {ALGORITHM}")
         key_sha256, signed_digest = str(record["key_sha256"]), str(record["bundle_sha256"])
+        signed_model, sequence = record["model"], record["sequence"]
+        if not isinstance(signed_model, str) or not MODEL_NAME.fullmatch(signed_model):
+            raise ValueError("'model' is not a model name")
+        if not isinstance(sequence, int) or isinstance(sequence, bool) or not 0 < sequence <= _MAX_SEQUENCE:
+            raise ValueError("'sequence' is not an integer in [1, 2**63 - 1]")
         signature = base64.b64decode(str(record["signature"]), validate=True)
     except (ValueError, KeyError, RecursionError, binascii.Error) as exc:
-        raise SignatureError(f"{where}/{SIGNATURE}: not a bundle signature ({str(exc)[:120]})") from None
+        raise SignatureError(f"{where}/{SIGNATURE}: not a bundle signature ({escaped(exc)[:120]})") from None
     key = trusted.keys.get(key_sha256)
     if key is None:
-        raise SignatureError(f"{where} is signed by key sha256:{key_sha256[:16]}, which is not in --trusted-keys "
-                             f"({', '.join(trusted.names())}); refusing to serve it")
+        raise SignatureError(f"{where} is signed by key sha256:{escaped(key_sha256)[:16]}, which is not in "
+                             f"--trusted-keys ({', '.join(trusted.names())}); refusing to serve it")
     if signed_digest != digest:
-        raise SignatureError(f"{where} has digest {digest}, but its signature is for {signed_digest[:64]}: the bundle "
-                             "changed after it was signed; refusing to serve it")
+        raise SignatureError(f"{where} has digest {digest}, but its signature is for {escaped(signed_digest)[:64]}: "
+                             "the bundle changed after it was signed; refusing to serve it")
     from cryptography.exceptions import InvalidSignature
 
     try:
-        _ed25519().Ed25519PublicKey.from_public_bytes(key.raw).verify(signature, _CONTEXT + digest.encode())
+        _ed25519().Ed25519PublicKey.from_public_bytes(key.raw).verify(
+            signature, _signed_bytes(digest, signed_model, sequence))
     except InvalidSignature:
         raise SignatureError(f"{where}: the signature does not verify with key {key.name} (forged or corrupted); "
                              "refusing to serve it") from None
-    return key
-
+    if model is not None and signed_model != model:
+        raise SignatureError(f"{where} is signed for model {signed_model}, not {model}: refusing to serve another "
+                             f"model's bundle as {model} (to serve it as {model}, sign it with {resign})")
+    return Signature(key, signed_model, sequence)

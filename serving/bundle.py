@@ -17,11 +17,14 @@ from l3p.core import PlannerConfig
 from l3p.core.bundle_format import (
     DEFAULT_MAX_FILE_BYTES,
     GRAPHS,
+    BundleDir,
     BundleError,
     bundle_digest,
     check_pin,
+    escaped,
     graph_signatures,
     planner_defaults,
+    printable,
     read_graph,
     read_manifest,
     shape_matches,
@@ -85,32 +88,34 @@ def session_options() -> ort.SessionOptions:
     return options
 
 
-def load_bundle(path: str | Path, sha256: str | None = None, pin_source: str = "--bundle-sha256", *,
+def load_bundle(bundle: str | Path | BundleDir, sha256: str | None = None, pin_source: str = "--bundle-sha256", *,
                 shown: str | None = None, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Bundle:
-    """The bundle at ``path``, checked; with ``sha256``, refused unless its digest is that, before
-    any of its graphs is opened (``pin_source`` names the pin in the message). Errors name the
-    bundle as ``shown`` (default: its path); a graph file over ``max_file_bytes`` is refused unread."""
-    path = Path(path)
-    manifest = read_manifest(path, shown)
-    digest = check_pin(path, manifest, sha256, pin_source, shown)
+    """The bundle at ``bundle`` (a directory path, or an open BundleDir: its files are read through
+    it, never through a link), checked; with ``sha256``, refused unless its digest is that, before
+    any of its graphs is opened (``pin_source`` names the pin in the message). Errors name a path's
+    bundle as ``shown`` (default: the path); a graph file over ``max_file_bytes`` is refused unread."""
+    if not isinstance(bundle, BundleDir):
+        with BundleDir.open(bundle, shown) as opened:
+            return load_bundle(opened, sha256, pin_source, max_file_bytes=max_file_bytes)
+    manifest = read_manifest(bundle)
+    digest = check_pin(bundle.path, manifest, sha256, pin_source, bundle.where)
     dims = manifest["dims"]
     obs_dim, goal_dim, action_dim = dims["obs"], dims["goal"], dims["action"]
     n_landmarks = manifest["n_landmarks"]
     io = graph_signatures(dims)
     sessions = {
         name: _open_graph(
-            path,
+            bundle,
             manifest["files"][name],
             *io[name],
             batch=n_landmarks if name == "landmarks" else None,
             max_bytes=max_file_bytes,
-            shown=shown,
         )
         for name in GRAPHS
     }
 
     landmarks = sessions["landmarks"].run(["landmarks"], {})[0]
-    where = manifest["files"]["landmarks"]["path"]
+    where = escaped(manifest["files"]["landmarks"]["path"])
     if landmarks.shape != (n_landmarks, goal_dim):
         raise BundleError(
             f"{where}: landmarks have shape {list(landmarks.shape)}, "
@@ -120,7 +125,7 @@ def load_bundle(path: str | Path, sha256: str | None = None, pin_source: str = "
         raise BundleError(f"{where}: landmarks contain NaN or Inf")
 
     return Bundle(
-        path=path,
+        path=bundle.path,
         manifest=manifest,
         env_id=manifest["env_id"],
         obs_dim=obs_dim,
@@ -139,29 +144,30 @@ def load_bundle(path: str | Path, sha256: str | None = None, pin_source: str = "
 
 
 def _open_graph(
-    root: Path,
+    bundle: BundleDir,
     entry: dict,
     inputs: list[tuple[str, int]],
     outputs: list[tuple[str, int | None]],
     batch: int | None,
     max_bytes: int,
-    shown: str | None,
 ) -> ort.InferenceSession:
-    """Checks the file's digest, opens it, and checks its signature.
+    """Checks the file's digest, opens it, and checks its signature (names and widths read from
+    the graph are escaped in messages).
 
     `batch` None means the leading axis must be dynamic (the planner batches N + 1 candidates).
     """
-    data = read_graph(root, entry, max_bytes, shown)
+    data = read_graph(bundle, entry, max_bytes)
+    where = escaped(entry["path"])
     try:
         session = ort.InferenceSession(data, session_options(), providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises several private exception types
-        raise BundleError(f"{entry['path']}: onnxruntime cannot load it ({exc})") from None
+        raise BundleError(f"{where}: onnxruntime cannot load it ({printable(str(exc))[:300]})") from None
 
     def check(kind: str, found: list, expected: list[tuple[str, int | None]]) -> None:
         names = sorted(arg.name for arg in found)
         if names != sorted(name for name, _ in expected):
             raise BundleError(
-                f"{entry['path']}: {kind}s are {names}, expected {[n for n, _ in expected]}"
+                f"{where}: {kind}s are {ascii(names)[:300]}, expected {[n for n, _ in expected]}"
             )
         by_name = {arg.name: arg for arg in found}
         for name, width in expected:
@@ -169,7 +175,7 @@ def _open_graph(
             want = [batch or "B"] + ([] if width is None else [width])
             if arg.type != "tensor(float)" or not shape_matches(arg.shape, want):
                 raise BundleError(
-                    f"{entry['path']}: {kind} '{name}' is {arg.type} {arg.shape}, "
+                    f"{where}: {kind} '{name}' is {escaped(arg.type)} {ascii(arg.shape)[:200]}, "
                     f"expected tensor(float) {want} (B: a dynamic batch axis)"
                 )
 

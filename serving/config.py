@@ -12,12 +12,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from l3p.core.bundle_format import DEFAULT_MAX_FILE_BYTES
+from l3p.core.bundle_format import DEFAULT_MAX_FILE_BYTES, MODEL_NAME
 from l3p.core.commandline import option
 from l3p.serving.logs import LOG_FORMATS
-
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-"""A served model's name: a repository folder's, and what requests name."""
 
 # Max queue delay of the cross-session batcher (--batch-delay-us), chosen with
 # benchmarks/serve_latency.py: see README's serving table.

@@ -1,31 +1,26 @@
 """The model repository: every bundle under a directory, served by name, new versions swapped in
-under live episodes.
-
-    DIR/NAME/manifest.json              a model NAME (one version, named "")
-    DIR/NAME/VERSION/manifest.json      a model NAME in versions; the newest VERSION serves
-                                        (numeric versions by number, others by name)
-
-Other directories and files (plots, progress.csv beside a manifest) are ignored, except a
-directory holding a bundle under a name that cannot be a model's (MODEL_NAME: unicode, a space,
-a leading dot or dash, 65+ characters): it is logged once and listed by ListModels as refused,
-with why. ``l3p serve --bundle DIR`` is a repository of one model, named after DIR.
+under live episodes. Its layout, and what is refused before anything is read, are
+serving/candidates.py's.
 
 A swap: the watch (every --poll-interval seconds) or an authorized ReloadModels finds a version
 (another directory, or the same one with another manifest digest), checks it against the model's
-pinned digests and, with --trusted-keys, its signature, before any graph is opened, loads it off
-the event loop, and makes it current. New episodes get it; running ones keep the version they
-started on (their session holds it), and an old version is unloaded when its last episode ends.
-A version that fails to load or verify leaves the current one serving; the reason is logged (with
-the full path) and reported by ListModels (relative to the repository: model, version, file), and
-the same candidate is tried again once anything it consists of changes: its manifest, signature
-or a graph file the manifest names (their size, mtime, ctime or inode), so a copy that lands the
-manifest first is loaded once the rest has landed.
+pinned digests and, with --trusted-keys, its signature (a trusted key, for this model, with a
+sequence no lower than the highest served for it: serving/sequences.py), before any graph is
+opened, loads it off the event loop, and makes it current. New episodes get it; running ones keep
+the version they started on (their session holds it), and an old version is unloaded when its
+last episode ends. A version that fails to load or verify leaves the current one serving; the
+reason is logged (with the full path) and reported by ListModels (relative to the repository:
+model, version, file, every character from a file escaped), and the same candidate is tried
+again once anything it consists of changes: its manifest, signature or a graph file the manifest
+names (their size, mtime, ctime or inode), or its model's served sequence (``l3p rollback``), so
+a copy that lands the manifest first is loaded once the rest has landed.
 
-Loading never blocks the server: only regular files are read (a FIFO, device or socket is
-refused, never opened for a blocking read), each at most --max-file-bytes, and every look at the
-repository and every load runs in a daemon thread of its own that the server waits on for at
-most --load-timeout seconds: one that takes longer is reported as jammed and abandoned (its
-result, should it come, is dropped), and can hold up neither later loads nor shutdown.
+Loading never blocks the server: every file is opened through the version's directory without
+following a link, only regular files are read (a FIFO, device or socket is refused, never opened
+for a blocking read), each at most --max-file-bytes, and every look at the repository and every
+load runs in a daemon thread of its own that the server waits on for at most --load-timeout
+seconds: one that takes longer is reported as jammed and abandoned (its result, should it come,
+is dropped), and can hold up neither later loads nor shutdown.
 """
 
 from __future__ import annotations
@@ -33,174 +28,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from l3p.core.bundle_format import (
-    DEFAULT_MAX_FILE_BYTES,
-    GRAPHS,
-    MANIFEST,
-    BundleError,
-    check_pin,
-    read_manifest,
-)
+from l3p.core.bundle_format import DEFAULT_MAX_FILE_BYTES, BundleError, check_pin, printable, read_manifest
 from l3p.core.errors import L3PError
-from l3p.core.signing import SIGNATURE, TrustedKeys, verify_bundle
+from l3p.core.signing import Signature, TrustedKeys, signing_time, verify_bundle
 from l3p.protos import l3p_planner_pb2 as pb
+from l3p.serving.bounded import run_bounded
 from l3p.serving.bundle import Bundle, load_bundle
-from l3p.serving.config import DEFAULT_LOAD_TIMEOUT_S, MODEL_NAME
+# ModelSpec, check_models and scan are imported from here by the server, its start-up and tests.
+from l3p.serving.candidates import Candidate, ModelSpec, check_models, identity, scan
+from l3p.serving.config import DEFAULT_LOAD_TIMEOUT_S
 from l3p.serving.engine import Engine
 from l3p.serving.errors import UnknownModelError
 from l3p.serving.logs import event
 from l3p.serving.mapping import model_info
 from l3p.serving.metrics import Metrics
+from l3p.serving.sequences import Mark, RollbackError, ServedSequences
 
-NAME_RULE = "1-64 of A-Z a-z 0-9 _ . -, the first a letter or digit"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A version found in the repository: what a load would read. ``refusal``: why it cannot be
-    served without reading it (a directory name that cannot be a model's)."""
-
-    name: str
-    version: str  # "" for DIR/NAME/manifest.json
-    path: Path
-    refusal: str = ""
-
-    def label(self) -> str:
-        return f"{self.name}/{self.version}" if self.version else self.name
-
-
-def _version_key(path: Path) -> tuple:
-    return (0, int(path.name), "") if path.name.isdigit() else (1, 0, path.name)
-
-
-def shown_name(name: str) -> str:
-    """A directory name as logs and ListModels can carry it: non-ASCII (and undecodable bytes)
-    escaped."""
-    return ascii(name)[1:-1]
-
-
-def _is_bundle(directory: Path) -> bool:
-    return directory.is_dir() and (directory / MANIFEST).is_file()
-
-
-def scan(root: Path) -> dict[str, Candidate]:
-    """The newest version of every model under root (see the module doc), and a refused
-    candidate for each directory that holds a bundle under a name that cannot be a model's."""
-    found: dict[str, Candidate] = {}
-    for child in sorted(Path(root).iterdir()):
-        if not child.is_dir():
-            continue
-        if not MODEL_NAME.fullmatch(child.name):
-            try:
-                holds = _is_bundle(child) or any(_is_bundle(d) for d in child.iterdir())
-            except OSError:  # unreadable: nothing to tell about it
-                holds = False
-            if holds:
-                name = shown_name(child.name)
-                found[name] = Candidate(name, "", child, refusal=(
-                    f"directory '{name}' holds a bundle but is not a model name ({NAME_RULE}); "
-                    "rename it to serve it"))
-            continue
-        if (child / MANIFEST).is_file():
-            found[child.name] = Candidate(child.name, "", child)
-            continue
-        versions, odd = [], []
-        for d in child.iterdir():
-            if _is_bundle(d):
-                (versions if MODEL_NAME.fullmatch(d.name) else odd).append(d)
-        if versions:
-            newest = max(versions, key=_version_key)
-            found[child.name] = Candidate(child.name, newest.name, newest)
-        elif odd:
-            names = ", ".join(sorted(f"'{shown_name(d.name)}'" for d in odd))
-            found[child.name] = Candidate(child.name, "", child, refusal=(
-                f"no version directory of {child.name} has a usable name ({names}: a version "
-                f"is {NAME_RULE}); rename one to serve it"))
-    return found
-
-
-def _stat(path: Path, name: str) -> tuple:
-    try:
-        info = os.stat(path / name)
-    except (OSError, ValueError):  # absent, unreadable, or a name no file can have
-        return (name,)
-    return (name, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
-
-
-def identity(path: Path) -> tuple[str, tuple]:
-    """Blocking: a candidate's manifest digest (or why it cannot be read), and what its files are
-    now: the stat of its manifest, its signature and every graph file its manifest names (absent
-    ones too). Stats only: no graph is read."""
-    try:
-        manifest = read_manifest(path)
-        digest = check_pin(path, manifest, None)
-        names = [MANIFEST, SIGNATURE, *(manifest["files"][graph]["path"] for graph in GRAPHS)]
-    except BundleError as exc:  # a manifest being written, or broken: its digest is its text
-        digest, names = f"unreadable: {exc}", [MANIFEST, SIGNATURE]
-    return digest, tuple(_stat(path, name) for name in names)
-
-
-class LoadJammedError(L3PError):
-    """A look at the repository or a load took longer than the load timeout; it was abandoned."""
-
-
-async def run_bounded(work: Callable[[], object], timeout_s: float, what: str,
-                      on_late: Callable[[object], None] = lambda result: None):
-    """``work()`` run in a daemon thread of its own, waited on for at most ``timeout_s``
-    (LoadJammedError past it, naming ``what``). A thread stuck in a read holds up neither the
-    event loop, nor later calls, nor the process's exit; a result that comes after its caller
-    stopped waiting (timeout, cancellation) is handed to ``on_late`` to dispose of."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future = loop.create_future()
-    lock = threading.Lock()
-    state = {"abandoned": False, "handed": False}
-
-    def settle(result, error) -> None:
-        if future.cancelled():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def run() -> None:
-        result = error = None
-        try:
-            result = work()
-        except BaseException as exc:  # noqa: BLE001 (handed to the waiter, which sorts it)
-            error = exc
-        with lock:
-            if not state["abandoned"]:
-                try:
-                    loop.call_soon_threadsafe(settle, result, error)
-                    state["handed"] = True
-                except RuntimeError:  # the loop is closed: the server is gone
-                    pass
-        if not state["handed"] and result is not None:
-            on_late(result)
-
-    threading.Thread(target=run, name="l3p-load", daemon=True).start()
-    try:
-        return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-        with lock:
-            state["abandoned"] = True
-            handed = state["handed"]
-        if handed and isinstance(exc, asyncio.TimeoutError):
-            return await future  # it finished as the wait ran out: settled on the next loop turn
-        if handed:  # cancelled with the result on its way: dispose of it when it lands
-            future.add_done_callback(
-                lambda f: on_late(f.result()) if not f.cancelled() and f.exception() is None else None)
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        raise LoadJammedError(f"{what} took longer than {timeout_s:g} s (--load-timeout) and was "
-                              "abandoned: a file that is slow to read?") from None
+__all__ = ["ModelSpec", "ModelVersion", "Repository", "check_models", "scan"]
 
 
 def _resident_bytes() -> int:
@@ -224,6 +72,7 @@ class ModelVersion:
     engine: Engine
     info: pb.ModelInfo
     memory_bytes: int
+    signature: Signature | None = None  # with --trusted-keys: who signed it, for which model, when
     sessions: int = 0
     retired: bool = False  # no longer current: unloaded when its last episode ends
 
@@ -248,56 +97,14 @@ class _Model:
     last_error: str = ""
 
 
-def check_models(found: dict[str, Candidate], pins: dict[str, frozenset[str]],
-                 default: str | None) -> str:
-    """The default model of a repository holding ``found``; BundleError if it holds none that
-    can be served, or the pins or the default name a model it does not hold."""
-    servable = [name for name, candidate in found.items() if not candidate.refusal]
-    if not servable:
-        refused = "; ".join(candidate.refusal for candidate in found.values())
-        raise BundleError("no model bundle found (a model is DIR/NAME/manifest.json or "
-                          "DIR/NAME/VERSION/manifest.json)" + (f": {refused}" if refused else ""))
-    unpinned = sorted(set(pins) - set(servable))
-    if unpinned:
-        raise BundleError(f"--model-sha256 names {', '.join(unpinned)}, which the repository "
-                          f"does not hold (models: {', '.join(servable)})")
-    if default is not None and default not in servable:
-        raise BundleError(f"--default-model {default}: no such model (models: {', '.join(servable)})")
-    return default or servable[0]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What a server serves and how it checks it: a models directory (``--models``) or one bundle
-    (``--bundle``), the digests each model may have, the default model, the keys one of which must
-    have signed every version (None: no signature needed), the size cap per graph file, and how
-    long a load may take before it is reported as jammed."""
-
-    root: Path | None = None
-    bundle: Path | None = None
-    pins: dict[str, frozenset[str]] = field(default_factory=dict)
-    default: str | None = None
-    trusted: TrustedKeys | None = None
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
-    load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S
-
-    @property
-    def pin_option(self) -> str:
-        return "--bundle-sha256" if self.bundle is not None else "--model-sha256"
-
-    @staticmethod
-    def bundle_name(path: Path) -> str:
-        """The model name of a --bundle directory: its name, made safe."""
-        name = re.sub(r"[^A-Za-z0-9_.-]", "-", Path(path).resolve().name).lstrip("._-")[:64]
-        return name or "model"
-
-    def sources(self) -> dict[str, Candidate]:
-        if self.bundle is not None:
-            name = self.bundle_name(self.bundle)
-            return {name: Candidate(name, "", Path(self.bundle))}
-        if self.root is None or not self.root.is_dir():
-            raise BundleError(f"models directory {self.root}: not a directory")
-        return scan(self.root)
+def _detail(exc: Exception | None, message: str) -> str | None:
+    """What the log adds to a refusal's message: an unexpected error's repr, or the full text of an
+    expected one whose server paths the message left out."""
+    if exc is None:
+        return None
+    if not isinstance(exc, L3PError):
+        return repr(exc)
+    return None if str(exc) in message else str(exc)
 
 
 def _close_late(version: ModelVersion) -> None:
@@ -308,20 +115,23 @@ def _close_late(version: ModelVersion) -> None:
 class Repository:
     """The served models by name. ``sources()`` lists the candidates (``scan`` of the models
     directory, or the one --bundle); ``pins`` maps a model to the digests it may have (absent: any);
-    ``trusted``: the keys one of which must have signed a version (None: none needed);
-    ``make_engine(bundle, name)`` builds a version's engine; ``poll_interval_s`` (None: no watch)
-    only says, in a refusal, when it is tried again. Use from the server's event loop, except
-    ``load_all``, which runs before it serves."""
+    ``trusted``: the keys one of which must have signed a version for its model, with a sequence no
+    lower than the highest served for it (None: none needed; ``sequences``: where those are kept,
+    default serving/sequences.py's file); ``make_engine(bundle, name)`` builds a version's engine;
+    ``poll_interval_s`` (None: no watch) only says, in a refusal, when it is tried again. Use from
+    the server's event loop, except ``load_all``, which runs before it serves."""
 
     def __init__(self, sources: Callable[[], dict[str, Candidate]], pins: dict[str, frozenset[str]],
                  make_engine: Callable[[Bundle, str], Engine], default: str | None = None,
                  on_change: Callable[[ModelVersion, str], None] = lambda version, what: None,
                  metrics: Metrics | None = None, pin_option: str = "--model-sha256", *,
                  trusted: TrustedKeys | None = None, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                 load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S, poll_interval_s: float | None = None):
+                 load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S, poll_interval_s: float | None = None,
+                 sequences: ServedSequences | None = None):
         self._sources = sources
         self._pins = pins
         self._trusted = trusted
+        self._sequences = None if trusted is None else sequences or ServedSequences()
         self._max_file_bytes = max_file_bytes
         self._load_timeout_s = load_timeout_s
         self._make_engine = make_engine
@@ -337,6 +147,8 @@ class Repository:
         # Per model, the candidate refused: not tried again while it consists of the same files;
         # for a model none of whose versions serves, ListModels and calls naming it say why.
         self._refused: dict[str, _Refusal] = {}
+        # Per model, what in its directory holds a bundle but is not a version (scan's notes).
+        self._notes: dict[str, str] = {}
         self._refresh_lock = asyncio.Lock()
 
     @classmethod
@@ -360,6 +172,7 @@ class Repository:
         directory refused for its name is logged and listed, and the others are served."""
         found = self._sources()
         self.default = check_models(found, self._pins, self._requested_default)
+        self._note({name: candidate.notes for name, candidate in found.items()})
         for candidate in found.values():
             if candidate.refusal:
                 self._refuse(candidate, ("skipped", candidate.refusal), candidate.refusal)
@@ -367,27 +180,53 @@ class Repository:
                 self._install(self._load(candidate))
 
     def _load(self, candidate: Candidate) -> ModelVersion:
-        """Blocking: verify (digest pin and signature, from the manifest and signature alone),
-        load, build the engine."""
+        """Blocking: verify (digest pin, signature and its sequence, from the manifest and
+        signature alone), load, build the engine; with a signature, record its sequence as the
+        model's highest served. Every file is read through the version's directory as opened."""
         where = candidate.label()
-        manifest = read_manifest(candidate.path, where)
-        digest = check_pin(candidate.path, manifest, None, shown=where)
-        allowed = self._pins.get(candidate.name)
-        if allowed is not None and digest not in allowed:
-            raise BundleError(f"bundle {where} has digest {digest}, not the pinned "
-                              f"{self._pin_option} {' or '.join(sorted(allowed))}; refusing to "
-                              "serve it")
-        signer = None if self._trusted is None else verify_bundle(candidate.path, digest, self._trusted, where)
-        before = _resident_bytes()
-        # Pinned to the digest just checked: a manifest changed since then is refused.
-        bundle = load_bundle(candidate.path, digest, pin_source=f"digest of {where}", shown=where,
-                             max_file_bytes=self._max_file_bytes)
+        with candidate.open() as directory:
+            manifest = read_manifest(directory)
+            digest = check_pin(directory.path, manifest, None, shown=where)
+            allowed = self._pins.get(candidate.name)
+            if allowed is not None and digest not in allowed:
+                raise BundleError(f"bundle {where} has digest {digest}, not the pinned "
+                                  f"{self._pin_option} {' or '.join(sorted(allowed))}; refusing to "
+                                  "serve it")
+            signature = None
+            if self._trusted is not None:
+                signature = verify_bundle(directory, digest, self._trusted, model=candidate.name)
+                self._check_sequence(candidate, signature)
+            before = _resident_bytes()
+            # Pinned to the digest just checked: a manifest changed since then is refused.
+            bundle = load_bundle(directory, digest, pin_source=f"digest of {where}",
+                                 max_file_bytes=self._max_file_bytes)
         engine = self._make_engine(bundle, candidate.name)
         memory = max(0, _resident_bytes() - before)
+        if signature is not None:
+            try:
+                self._sequences.record(candidate.base, candidate.name,
+                                       Mark(signature.sequence, candidate.version, digest))
+            except BundleError:
+                engine.close()
+                raise
         info = model_info(bundle)
         info.model, info.version, info.memory_bytes = candidate.name, candidate.version, memory
-        info.signed_by = "" if signer is None else signer.describe()
-        return ModelVersion(candidate.name, candidate.version, digest, bundle, engine, info, memory)
+        info.signed_by = "" if signature is None else signature.key.describe()
+        return ModelVersion(candidate.name, candidate.version, digest, bundle, engine, info, memory,
+                            signature=signature)
+
+    def _check_sequence(self, candidate: Candidate, signature: Signature) -> None:
+        """RollbackError if the model has served a version signed with a higher sequence."""
+        mark = self._sequences.marks(candidate.base).get(candidate.name)
+        if mark is None or signature.sequence >= mark.sequence:
+            return
+        served = f"{candidate.name}/{mark.version}" if mark.version else candidate.name
+        option = f"--models DIR {candidate.name}" if candidate.below else "--bundle DIR"
+        raise RollbackError(
+            f"{candidate.label()} is signed with {signature.describe()}, below sequence {mark.sequence} "
+            f"(signed {signing_time(mark.sequence)}) of {served}, the highest this server has served for "
+            f"{candidate.name}: refusing a rollback (to roll back on purpose, run l3p rollback {option} on "
+            "the server)")
 
     async def refresh(self) -> list[pb.ModelLoad]:
         """Loads every new version found; one ModelLoad per attempt (an empty list: nothing
@@ -395,11 +234,12 @@ class Repository:
         async with self._refresh_lock:
             loads = []
             try:
-                found, settled = await run_bounded(self._changed, self._load_timeout_s,
-                                                   "looking at the repository")
+                found, settled, notes = await run_bounded(self._changed, self._load_timeout_s,
+                                                          "looking at the repository")
             except (OSError, L3PError) as exc:  # the directory went away, became unreadable, jammed
                 event(logging.WARNING, "repository_unreadable", error=str(exc))
                 return []
+            self._note(notes)
             for name in settled:  # what was refused is gone: nothing left to report
                 self._refused.pop(name, None)
                 if name in self.models:
@@ -422,10 +262,9 @@ class Repository:
                 loads.append(pb.ModelLoad(model=version.name, version=version.version, loaded=True))
             return loads
 
-    @staticmethod
-    def _reason(candidate: Candidate, exc: Exception) -> str:
+    def _reason(self, candidate: Candidate, exc: Exception) -> str:
         """Why a load failed, as clients may read it: the model, version and file relative to
-        the repository, never a server path (the log has those)."""
+        the repository, never a server path (the log has those), on one line."""
         label = candidate.label()
         if isinstance(exc, L3PError):
             text = str(exc)
@@ -433,15 +272,25 @@ class Repository:
             text = f"cannot read it ({exc.strerror or type(exc).__name__})"
         else:
             text = f"failed to load ({type(exc).__name__}; see the server log)"
-        for path in {str(candidate.path), str(candidate.path.resolve())}:
-            text = text.replace(path, label)
-        return text if label in text else f"{label}: {text}"
+        text = text.replace(str(candidate.path), label)
+        if self._sequences is not None:
+            text = text.replace(f"served-sequences file {self._sequences.path}",
+                                "the served-sequences file (the server log names it)")
+        return printable(text if label in text else f"{label}: {text}")
+
+    def _note(self, notes: dict[str, str]) -> None:
+        """Keeps (and logs once) each model's entries that are not versions."""
+        notes = {name: note for name, note in notes.items() if note}
+        for name, note in notes.items():
+            if self._notes.get(name) != note:
+                event(logging.WARNING, "not_versions", model=name, note=note)
+        self._notes = notes
 
     def _refuse(self, candidate: Candidate, files: tuple, message: str,
                 exc: Exception | None = None) -> str:
         """Records a refused candidate (not tried again while ``files`` are the same), logs it
         once; the error as ListModels reports it."""
-        error = message if candidate.refusal else f"{message}; {self._retry}"
+        error = printable(message if candidate.refusal else f"{message}; {self._retry}")
         model = self.models.get(candidate.name)
         if self._metrics is not None:
             self._metrics.model_loads.labels(candidate.name, "failed").inc()
@@ -450,22 +299,29 @@ class Repository:
             model.last_error = error
         event(logging.ERROR, "model_skipped" if candidate.refusal else "model_load_failed",
               model=candidate.name, version=candidate.version, error=message,
-              bundle=str(candidate.path), detail=None if exc is None or isinstance(exc, L3PError) else repr(exc),
+              bundle=str(candidate.path), detail=_detail(exc, message),
               serving=model.current.label() if model is not None else None)
         return error
 
-    def _changed(self) -> tuple[list[tuple[Candidate, tuple]], list[str]]:
-        """Blocking: the candidates that differ from what serves (or was refused) with what their
-        files are now; and the models whose refusal is moot (their newest candidate serves, or
-        the model, never served, left the directory). A model that left the directory keeps
+    def _changed(self) -> tuple[list[tuple[Candidate, tuple]], list[str], dict[str, str]]:
+        """Blocking: the candidates that differ from what serves (or was refused) with what they
+        consist of now (their files and, with --trusted-keys, their model's served sequence); the
+        models whose refusal is moot (their newest candidate serves, or the model, never served,
+        left the directory); and each model's notes. A model that left the directory keeps
         serving; a new name is loaded."""
         changed, settled = [], []
         sources = self._sources()
+        marks: dict[Path, dict[str, Mark]] = {}
         for name, candidate in sources.items():
             if candidate.refusal:
                 digest, files = "", ("skipped", candidate.refusal)
             else:
-                digest, files = identity(candidate.path)
+                digest, files = identity(candidate)
+                if self._sequences is not None:
+                    if candidate.base not in marks:
+                        marks[candidate.base] = self._sequences.marks(candidate.base)
+                    mark = marks[candidate.base].get(name)
+                    files += (("served sequence", None if mark is None else mark.sequence),)
             model = self.models.get(name)
             if model is not None and not candidate.refusal:
                 current = model.current
@@ -478,7 +334,7 @@ class Repository:
                 continue
             changed.append((candidate, files))
         settled += [name for name in list(self._refused) if name not in sources and name not in self.models]
-        return changed, settled
+        return changed, settled, {name: candidate.notes for name, candidate in sources.items()}
 
     def _install(self, version: ModelVersion) -> None:
         self._refused.pop(version.name, None)
@@ -490,7 +346,9 @@ class Repository:
             self._metrics.model_memory.labels(version.name, version.version).set(version.memory_bytes)
         event(logging.INFO, "model_loaded", model=version.name, version=version.version,
               bundle=str(version.bundle.path), bundle_sha256=version.digest,
-              signed_by=version.info.signed_by or None, memory_bytes=version.memory_bytes,
+              signed_by=version.info.signed_by or None,
+              signed_sequence=None if version.signature is None else version.signature.sequence,
+              memory_bytes=version.memory_bytes,
               replaces=None if model is None else model.current.version)
         self._on_change(version, "loaded")
         if model is not None:
@@ -537,14 +395,21 @@ class Repository:
             self._unload(version)
 
     def statuses(self) -> pb.ListModelsResponse:
+        """Every model; ``last_error``: why its newest version was refused, then what in its
+        directory is not a version (one line)."""
+
+        def error(name: str, refusal: str) -> str:
+            return "; ".join(part for part in (refusal, self._notes.get(name, "")) if part)
+
         return pb.ListModelsResponse(default_model=self.default, models=[
             pb.ModelStatus(info=m.current.info,
                            live_sessions=m.current.sessions + sum(v.sessions for v in m.draining),
                            draining_versions=[v.version for v in m.draining],
-                           last_error=m.last_error, loaded=True)
-            for m in self.models.values()
+                           last_error=error(name, m.last_error), loaded=True)
+            for name, m in self.models.items()
         ] + [
-            pb.ModelStatus(info=pb.ModelInfo(model=name, version=refused.version), last_error=refused.error)
+            pb.ModelStatus(info=pb.ModelInfo(model=name, version=refused.version),
+                           last_error=error(name, refused.error))
             for name, refused in self._refused.items() if name not in self.models
         ])
 

@@ -28,7 +28,8 @@ from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.bundle import load_bundle
 from l3p.serving.local_server import LocalServer
 from l3p.core.bundle_format import DEFAULT_MAX_FILE_BYTES
-from l3p.serving.repository import LoadJammedError, run_bounded, scan
+from l3p.serving.bounded import LoadJammedError, run_bounded
+from l3p.serving.repository import scan
 from test_server_e2e import free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,20 +99,24 @@ def test_scan_finds_every_models_newest_version(tmp_path):
     write_manifest(root / "arm")
     (root / "arm" / "progress.csv").write_text("")  # files beside a manifest are not models
     (root / "arm" / "landmarks.png").write_bytes(b"")
-    for version in ("1", "2", "10"):
+    for version in ("1", "2", "10", "2.bak", "11.disabled", "099"):
         write_manifest(root / "legs" / version)
-    (root / "legs" / "11").mkdir()  # no manifest: not a version
+    (root / "legs" / "12").mkdir()  # no manifest (yet): not a version
+    (root / "legs" / "13").symlink_to("10")  # a link is never a version
     for version in ("alpha", "beta"):
         write_manifest(root / "base" / version)
     (root / "notes").mkdir()
     write_manifest(root / ".hidden")
     (root / "README.md").write_text("")
     found = {name: (c.version, c.path) for name, c in scan(root).items() if not c.refusal}
-    assert found == {"arm": ("", root / "arm"), "base": ("beta", root / "base" / "beta"),
-                     "legs": ("10", root / "legs" / "10")}
-    # A bundle under a name that cannot be a model's is found, refused with why.
+    assert found == {"arm": ("", root / "arm"), "legs": ("10", root / "legs" / "10")}
+    assert scan(root)["legs"].notes == ("legs/099, legs/11.disabled, legs/13 (a symbolic link), legs/2.bak are not "
+                                        "versions (a version is a directory named by a number without a leading "
+                                        "zero, e.g. 5, never a link): never served")
+    # A bundle under a name that cannot be a model's, or a model with no version, is found, refused with why.
     refused = {name: c.refusal for name, c in scan(root).items() if c.refusal}
-    assert list(refused) == [".hidden"] and "is not a model name" in refused[".hidden"]
+    assert sorted(refused) == [".hidden", "base"] and "is not a model name" in refused[".hidden"]
+    assert refused["base"].startswith("no version of base can serve: base/alpha, base/beta are not versions")
 
 
 def test_models_are_listed_and_chosen_by_name_with_a_default(repo_server, push_bundle, untrained_bundle):
@@ -442,7 +447,7 @@ def test_directories_that_cannot_be_model_names_are_listed_as_refused(repo_serve
         assert not listed[name].loaded
         assert listed[name].last_error == (f"directory '{name}' holds a bundle but is not a model name (1-64 of "
                                            "A-Z a-z 0-9 _ . -, the first a letter or digit); rename it to serve it")
-    assert "no version directory of vers has a usable name ('v 1'" in listed["vers"].last_error
+    assert listed["vers"].last_error.startswith("no version of vers can serve: vers/v 1 is not a version (")
     assert reload(stub, admin) == []
     skipped = [e["model"] for e in server_events(repo_server) if e["event"] == "model_skipped"]
     assert sorted(skipped) == sorted(shown | {"vers"})  # each logged once
@@ -507,3 +512,156 @@ def test_a_load_that_outlasts_its_timeout_is_reported_jammed_and_disposed_of_lat
 
     assert asyncio.run(main()) == "next"
     wait_until(lambda: late == ["version 9"], "the abandoned load's result to be disposed of")
+
+
+RULE = "(a version is a directory named by a number without a leading zero, e.g. 5, never a link): never served"
+
+
+def repository_server(root: Path, admin, *args: str) -> LocalServer:
+    """A server of ``root`` that looks at it only on ReloadModels."""
+    return LocalServer(models=root, extra_args=["--poll-interval", "0", "--admin-token-file", str(admin[0]), *args],
+                       stderr_lines=100_000)
+
+
+def test_only_numbers_are_versions_and_anything_else_never_serves_nor_blocks(tmp_path, untrained_bundle, reach_v2,
+                                                                             admin):
+    """`mv 4 4.disabled` stops version 4 serving; a stray `2.bak` neither serves nor blocks a new
+    5; ListModels names each, on one line."""
+    root = tmp_path / "models"
+    shutil.copytree(untrained_bundle, root / "reach" / "1")
+    shutil.copytree(reach_v2, root / "reach" / "4")
+    with repository_server(root, admin) as server, grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        assert statuses(stub)["reach"].info.version == "4"
+        (root / "reach" / "4").rename(root / "reach" / "4.disabled")
+        assert [(load.version, load.loaded) for load in reload(stub, admin)] == [("1", True)]
+        status = statuses(stub)["reach"]
+        assert (status.info.version, status.info.bundle_sha256) == ("1", load_bundle(untrained_bundle).sha256)
+        assert status.last_error == f"reach/4.disabled is not a version {RULE}"
+
+        shutil.copytree(reach_v2, root / "reach" / "2.bak")
+        assert reload(stub, admin) == []
+        assert statuses(stub)["reach"].info.version == "1"
+        shutil.copytree(reach_v2, root / "reach" / "5")
+        assert [(load.version, load.loaded) for load in reload(stub, admin)] == [("5", True)]
+        status = statuses(stub)["reach"]
+        assert status.info.version == "5"
+        assert status.last_error == f"reach/2.bak, reach/4.disabled are not versions {RULE}"
+        started = stub.StartEpisode(pb.StartEpisodeRequest(goal=REACH_GOAL, model="reach"), timeout=TIMEOUT)
+        assert started.version == "5"
+    noted = [e for e in server_events(server) if e["event"] == "not_versions"]
+    assert [e["note"] for e in noted] == [f"reach/4.disabled is not a version {RULE}",
+                                          f"reach/2.bak, reach/4.disabled are not versions {RULE}"]
+
+
+def edit_manifest(directory: Path, edit) -> None:
+    manifest = json.loads((directory / "manifest.json").read_text())
+    edit(manifest)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_links_are_never_followed_and_strings_from_files_are_escaped(tmp_path, untrained_bundle, reach_v2, admin):
+    root, outside = tmp_path / "models", tmp_path / "outside"
+    shutil.copytree(reach_v2, outside / "bundle")
+    (outside / "other.json").write_text(json.dumps({"format": "\x1b[2Jowned\nsecond line"}))
+    shutil.copytree(untrained_bundle, root / "reach" / "1")
+    with repository_server(root, admin) as server, grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        # A version, or a model, that is a link to a good bundle outside the repository.
+        (root / "reach" / "9").symlink_to(outside / "bundle", target_is_directory=True)
+        (root / "linked").symlink_to(outside / "bundle", target_is_directory=True)
+        loads = reload(stub, admin)
+        assert [(load.model, load.version, load.loaded) for load in loads] == [("linked", "", False)]
+        assert loads[0].error == ("linked is a symbolic link, which is never followed; copy the model's directory "
+                                  "in to serve it")
+        status = statuses(stub)["reach"]
+        assert (status.info.version, status.last_error) == ("1", f"reach/9 (a symbolic link) is not a version {RULE}")
+
+        def refused(version: str, change) -> str:
+            directory = root / "reach" / version
+            shutil.copytree(reach_v2, directory)
+            change(directory)
+            loads = reload(stub, admin)
+            assert [(load.version, load.loaded) for load in loads] == [(version, False)]
+            assert statuses(stub)["reach"].info.version == "1"
+            shutil.rmtree(directory)
+            return loads[0].error
+
+        def link(name: str, target: Path):
+            return lambda d: ((d / name).unlink(), (d / name).symlink_to(target))
+
+        # A manifest that is a link to any JSON file is refused before it is read.
+        error = refused("10", link("manifest.json", outside / "other.json"))
+        assert error.startswith("reach/10/manifest.json: a symbolic link, which is never followed; refusing to read it")
+        assert "owned" not in error
+        # A graph that is a link, even to the very bytes the manifest names.
+        error = refused("11", link("actor.onnx", outside / "bundle" / "actor.onnx"))
+        assert error.startswith("reach/11/actor.onnx: a symbolic link, which is never followed; refusing to read it")
+        # A graph path from the manifest, with a terminal escape and a line break, is escaped.
+        error = refused("12", lambda d: edit_manifest(d, lambda m: m["files"]["actor"].update(path="\x1b[2J\nx.onnx")))
+        assert error.startswith("bundle reach/12: \\x1b[2J\\nx.onnx is missing")
+        # A directory name read from the repository is escaped too.
+        shutil.copytree(reach_v2, root / "reach" / "7\x1b]0;title\x07")
+        reload(stub, admin)
+        last_error = statuses(stub)["reach"].last_error
+        assert "reach/7\\x1b]0;title\\x07" in last_error
+        for text in (last_error, *(e.get("error", "") for e in server_events(server))):
+            assert "\x1b" not in text and "\n" not in text
+
+
+def test_a_version_swapped_for_a_link_while_it_is_looked_at_never_breaks_reload(tmp_path, untrained_bundle, admin):
+    """Version 2 flips between a (broken) directory and a link to itself while ReloadModels runs:
+    every answer is OK, every refusal one line."""
+    root, aside = tmp_path / "models", tmp_path / "aside"
+    shutil.copytree(untrained_bundle, root / "reach" / "1")
+    shutil.copytree(untrained_bundle, aside)
+    (aside / "actor.onnx").write_bytes(b"tampered")
+    version = root / "reach" / "2"
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            os.rename(aside, version)
+            os.rename(version, aside)
+            os.symlink("2", version)  # a link to itself: a loop
+            os.unlink(version)
+
+    with repository_server(root, admin) as server, grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        swapper = threading.Thread(target=swap, daemon=True)
+        swapper.start()
+        try:
+            errors = [load.error for _ in range(150) for load in reload(stub, admin)]
+        finally:
+            stop.set()
+            swapper.join()
+        assert all(error.startswith(("reach/2", "bundle reach/2")) and "\n" not in error for error in errors)
+        assert statuses(stub)["reach"].info.version == "1"
+
+
+def memory_kb(pid: int, field: str) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith(field + ":")))
+
+
+def test_a_graph_is_hashed_as_it_streams_so_one_that_does_not_match_is_never_held(tmp_path, untrained_bundle,
+                                                                                   admin):
+    root = tmp_path / "models"
+    shutil.copytree(untrained_bundle, root / "reach" / "1")
+    with repository_server(root, admin) as server, grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        big = root / "reach" / "2"
+        shutil.copytree(untrained_bundle, big)
+        size = 96 << 20  # under the default cap; sparse, so it costs no disk
+        with open(big / "actor.onnx", "r+b") as file:
+            file.truncate(size)
+        pid = server.proc.pid
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak resident memory starts again from now
+        before = memory_kb(pid, "VmRSS")
+        loads = reload(stub, admin)
+        assert [(load.version, load.loaded) for load in loads] == [("2", False)]
+        with open(big / "actor.onnx", "rb") as file:
+            digest = hashlib.file_digest(file, "sha256").hexdigest()
+        assert loads[0].error.startswith(f"reach/2/actor.onnx: sha256 {digest} does not match manifest.json")
+        # A copy of the file read whole would be 96 MiB.
+        assert memory_kb(pid, "VmHWM") - before < 24 << 10

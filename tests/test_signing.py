@@ -1,11 +1,16 @@
-"""Signed bundles: the exporter signs with the training side's key, ``l3p serve --trusted-keys``
-loads only versions signed by a trusted key, at start and on every swap, before any graph is
-opened, and says which key signed what it serves. Keys are made here; real server processes."""
+"""Signed bundles: the exporter signs with the training side's key, for a model, with a sequence;
+``l3p serve --trusted-keys`` loads only versions signed by a trusted key for the model it serves
+them as, never one signed before a version it has served (across restarts, until ``l3p
+rollback``), at start and on every swap, before any graph is opened, and says which key signed
+what it serves. Keys are made here; real server processes, each keeping its served sequences in
+the test's own state directory."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +29,8 @@ from l3p.core.signing import (  # noqa: E402
     load_private_key,
     public_key_of,
     sign_bundle,
+    signing_time,
+    verify_bundle,
 )
 from l3p.protos import l3p_planner_pb2 as pb  # noqa: E402
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc  # noqa: E402
@@ -47,7 +54,8 @@ def keys(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def signed_bundles(tmp_path_factory, keys):
-    """Two versions of the FetchReach model exported with --sign-key (other seeds, other networks)."""
+    """Two versions of the model "reach" (FetchReach) exported with --sign-key, the second signed
+    later (other seeds, other networks)."""
     from bundles import untrained_agent
 
     from l3p.training.export import export_bundle
@@ -56,8 +64,17 @@ def signed_bundles(tmp_path_factory, keys):
     out = []
     for seed in (0, 1):
         agent, provenance = untrained_agent(seed=seed)
-        out.append(export_bundle(agent, root / f"v{seed}", provenance, sign_key=keys["nightly"]))
+        out.append(export_bundle(agent, root / f"v{seed}", provenance, sign_key=keys["nightly"], sign_model="reach"))
     return out
+
+
+def state_env(tmp_path: Path) -> dict[str, str]:
+    """An environment whose served-sequences file is the test's own."""
+    return {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+
+
+def signed_sequence(bundle: Path) -> int:
+    return json.loads((bundle / SIGNATURE).read_text())["sequence"]
 
 
 def admin_token(tmp_path: Path) -> tuple[Path, tuple]:
@@ -71,25 +88,43 @@ def key_label(key_path: Path, name: str) -> str:
     return public_key_of(load_private_key(key_path), name).describe()
 
 
-def test_export_signs_and_a_signature_covers_the_bundle_digest(signed_bundles, keys):
+def test_export_signs_the_digest_for_a_model_with_a_sequence(signed_bundles, keys):
     bundle = signed_bundles[0]
     record = json.loads((bundle / SIGNATURE).read_text())
     digest = bundle_digest(read_manifest(bundle))
     nightly = public_key_of(load_private_key(keys["nightly"]), "nightly")
-    assert (record["algorithm"], record["bundle_sha256"], record["key_sha256"]) == (
-        "ed25519", digest, nightly.key_sha256)
+    assert (record["format_version"], record["algorithm"], record["bundle_sha256"], record["key_sha256"],
+            record["model"]) == (2, "ed25519", digest, nightly.key_sha256, "reach")
     assert len(base64.b64decode(record["signature"])) == 64
+    # The sequence is the signing time in milliseconds: the later export has the higher one.
+    assert re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", signing_time(record["sequence"]))
+    assert signed_sequence(signed_bundles[1]) > record["sequence"]
     assert TrustedKeys.load(keys["trusted"]).names() == ["nightly"]
     assert oct(keys["nightly"].stat().st_mode & 0o777) == "0o600"  # the private key is the owner's alone
 
 
-def test_only_versions_signed_by_a_trusted_key_are_served(tmp_path, signed_bundles, keys):
+def test_export_signs_only_for_a_named_model(tmp_path, keys):
+    from bundles import untrained_agent
+
+    from l3p.training.export import ExportError, export_bundle
+
+    agent, provenance = untrained_agent()
+    for model in (None, "two words"):
+        with pytest.raises(ExportError, match=r"^--sign-key needs --model NAME \(1-64 of"):
+            export_bundle(agent, tmp_path / "bundle", provenance, sign_key=keys["nightly"], sign_model=model)
+    with pytest.raises(ExportError, match="^--model names the model a signature is for: it goes with --sign-key"):
+        export_bundle(agent, tmp_path / "bundle", provenance, sign_model="reach")
+    assert not (tmp_path / "bundle").exists()
+
+
+def test_only_versions_signed_by_a_trusted_key_for_their_model_are_served(tmp_path, signed_bundles, keys):
     root = tmp_path / "models"
     shutil.copytree(signed_bundles[0], root / "reach" / "1")
     admin, metadata = admin_token(tmp_path)
     args = ["--poll-interval", "0", "--admin-token-file", str(admin), "--trusted-keys", str(keys["trusted"])]
     nightly = key_label(keys["nightly"], "nightly")
-    with LocalServer(models=root, extra_args=args, stderr_lines=100_000) as server, \
+    nightly_key, outsider_key = load_private_key(keys["nightly"]), load_private_key(keys["outsider"])
+    with LocalServer(models=root, extra_args=args, stderr_lines=100_000, env=state_env(tmp_path)) as server, \
             grpc.insecure_channel(server.target) as channel:
         stub = pb_grpc.PlannerStub(channel)
         info = stub.GetModelInfo(pb.GetModelInfoRequest(model="reach"), timeout=TIMEOUT)
@@ -104,7 +139,7 @@ def test_only_versions_signed_by_a_trusted_key_are_served(tmp_path, signed_bundl
             assert [(load.model, load.version, load.loaded) for load in loads] == [("reach", version, False)]
             listed = {m.info.model: m for m in stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT).models}
             assert listed["reach"].info.version == "1" and listed["reach"].last_error == loads[0].error
-            assert "\n" not in loads[0].error and str(root) not in loads[0].error
+            assert "\n" not in loads[0].error and "\x1b" not in loads[0].error and str(root) not in loads[0].error
             return loads[0].error
 
         def unsigned(d: Path) -> None:
@@ -118,44 +153,132 @@ def test_only_versions_signed_by_a_trusted_key_are_served(tmp_path, signed_bundl
         def tampered_graph(d: Path) -> None:
             (d / "actor.onnx").write_bytes((d / "actor.onnx").read_bytes()[:-1] + b"\0")
 
-        def forged(d: Path) -> None:  # the outsider signs, claiming to be the trusted key
+        def edit_signature(d: Path, **fields) -> None:
             record = json.loads((d / SIGNATURE).read_text())
-            outsider = load_private_key(keys["outsider"])
-            digest = bundle_digest(read_manifest(d))
-            record["signature"] = base64.b64encode(outsider.sign(b"l3p-bundle-signature-v1:" + digest.encode())).decode()
-            (d / SIGNATURE).write_text(json.dumps(record))
+            (d / SIGNATURE).write_text(json.dumps({**record, **fields}))
+
+        def forged(d: Path) -> None:  # the outsider signs, claiming to be the trusted key
+            sign_bundle(d, outsider_key, "reach")
+            edit_signature(d, key_sha256=public_key_of(nightly_key, "x").key_sha256)
 
         def by_outsider(d: Path) -> None:
-            sign_bundle(d, load_private_key(keys["outsider"]))
+            sign_bundle(d, outsider_key, "reach")
 
-        assert "reach/2 is not signed (no signature.json) and --trusted-keys needs a signature by nightly" in \
-            add_version("2", unsigned)
+        def another_models(d: Path) -> None:  # the same bundle, signed (genuinely) for model "pick"
+            sign_bundle(d, nightly_key, "pick")
+
+        def renamed_model(d: Path) -> None:  # the signed model name edited: the signature no longer verifies
+            edit_signature(d, model="reach2")
+
+        def old_format(d: Path) -> None:  # what the first signed bundles carried: no model, no sequence
+            record = json.loads((d / SIGNATURE).read_text())
+            (d / SIGNATURE).write_text(json.dumps({k: v for k, v in record.items() if k not in ("model", "sequence")}
+                                                  | {"format_version": 1}))
+
+        def hostile_key_id(d: Path) -> None:
+            edit_signature(d, key_sha256="\x1b[2J\nevil")
+
+        def linked(d: Path) -> None:  # a link to a genuine signature of this very bundle
+            (d / SIGNATURE).rename(tmp_path / "signature-elsewhere.json")
+            (d / SIGNATURE).symlink_to(tmp_path / "signature-elsewhere.json")
+
+        assert "reach/2 is not signed (no signature.json) and --trusted-keys needs a signature by nightly; sign it " \
+               "with l3p sign BUNDLE --key KEY --model reach" in add_version("2", unsigned)
         assert "the bundle changed after it was signed; refusing to serve it" in add_version("3", tampered_manifest)
         assert "reach/4/actor.onnx: sha256" in add_version("4", tampered_graph)  # the signed digest names it
         assert "reach/5: the signature does not verify with key nightly (forged or corrupted)" in \
             add_version("5", forged)
-        outsider = public_key_of(load_private_key(keys["outsider"]), "x").key_sha256[:16]
+        outsider = public_key_of(outsider_key, "x").key_sha256[:16]
         assert f"reach/6 is signed by key sha256:{outsider}, which is not in --trusted-keys (nightly)" in \
             add_version("6", by_outsider)
+        assert add_version("7", another_models).startswith(
+            "reach/7 is signed for model pick, not reach: refusing to serve another model's bundle as reach (to serve "
+            "it as reach, sign it with l3p sign BUNDLE --key KEY --model reach)")
+        assert "reach/8: the signature does not verify with key nightly" in add_version("8", renamed_model)
+        assert add_version("9", old_format).startswith(
+            "reach/9/signature.json is a format 1 signature, which names no model and no sequence; re-sign the "
+            "bundle with l3p sign BUNDLE --key KEY --model reach")
+        assert "reach/10 is signed by key sha256:\\x1b[2J\\nevil, which is not in --trusted-keys" in \
+            add_version("10", hostile_key_id)
+        assert add_version("11", linked).startswith(
+            "reach/11/signature.json: a symbolic link, which is never followed; refusing to read it")
         # Each refusal is logged once, with the version's full path for the operator.
         events = [json.loads(line) for line in server.stderr_tail(100_000).splitlines()]
         failed = [e for e in events if e["event"] == "model_load_failed"]
-        assert [(e["version"], e["bundle"]) for e in failed] == [(v, str(root / "reach" / v)) for v in "23456"]
+        assert [(e["version"], e["bundle"]) for e in failed] == [
+            (str(v), str(root / "reach" / str(v))) for v in range(2, 12)]
 
-        # The nightly retrain: another export, signed on the training side, copied in; no pin.
-        shutil.copytree(signed_bundles[1], root / "reach" / "7")
+        # The nightly retrain: another export, signed on the training side, copied in under any
+        # number; no pin.
+        shutil.copytree(signed_bundles[1], root / "reach" / "20")
         loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT, metadata=metadata).loads
-        assert [(load.model, load.version, load.loaded) for load in loads] == [("reach", "7", True)]
+        assert [(load.model, load.version, load.loaded) for load in loads] == [("reach", "20", True)]
         status = stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT).models[0]
-        assert (status.info.version, status.info.signed_by, status.last_error) == ("7", nightly, "")
+        assert (status.info.version, status.info.signed_by, status.last_error) == ("20", nightly, "")
         assert status.info.bundle_sha256 == bundle_digest(read_manifest(signed_bundles[1]))
         started = stub.StartEpisode(pb.StartEpisodeRequest(goal=GOAL, model="reach"), timeout=TIMEOUT)
-        assert started.version == "7"
+        assert started.version == "20"
 
 
-def serve_once(*args: str) -> subprocess.CompletedProcess:
+def test_a_version_signed_before_one_served_is_refused_across_restarts_until_rolled_back(
+        tmp_path, signed_bundles, keys):
+    """Version 1 copied in again under a higher number after version 2 served: refused on the
+    swap and at the next start; ``l3p rollback`` on the server host lets it serve, and a later
+    signature raises the mark again."""
+    root, env = tmp_path / "models", state_env(tmp_path)
+    old, new = signed_bundles
+    shutil.copytree(old, root / "reach" / "1")
+    shutil.copytree(new, root / "reach" / "2")
+    admin, metadata = admin_token(tmp_path)
+    args = ["--poll-interval", "0", "--admin-token-file", str(admin), "--trusted-keys", str(keys["trusted"])]
+    (s_old, t_old), (s_new, t_new) = [(signed_sequence(b), signing_time(signed_sequence(b))) for b in (old, new)]
+    rollback = (f"reach/3 is signed with sequence {s_old} (signed {t_old}), below sequence {s_new} (signed {t_new}) "
+                "of reach/2, the highest this server has served for reach: refusing a rollback (to roll back on "
+                "purpose, run l3p rollback --models DIR reach on the server)")
+    with LocalServer(models=root, extra_args=args, env=env) as server, grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        shutil.copytree(old, root / "reach" / "3")
+        loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT, metadata=metadata).loads
+        assert [(load.version, load.loaded) for load in loads] == [("3", False)]
+        assert loads[0].error.startswith(rollback)
+        assert stub.GetModelInfo(pb.GetModelInfoRequest(model="reach"), timeout=TIMEOUT).version == "2"
+    state = json.loads((tmp_path / "state" / "l3p" / "served-sequences.json").read_text())
+    assert state["repositories"][os.path.realpath(root)]["reach"] == {
+        "sequence": signed_sequence(new), "version": "2", "bundle_sha256": bundle_digest(read_manifest(new))}
+
+    # A restart remembers: the server refuses to start on the rolled-back version.
+    result = serve_once("--models", str(root), "--trusted-keys", str(keys["trusted"]), env=env)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0] == f"l3p serve: error: {rollback}", result.stderr
+
+    # The operator's deliberate rollback, on the server host.
+    l3p = [sys.executable, "-m", "l3p.cli", "rollback", "--trusted-keys", str(keys["trusted"])]
+    done = subprocess.run([*l3p, "--models", str(root), "reach"], capture_output=True, text=True, timeout=60,
+                          env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"reach/3: the highest sequence served for reach is now {signed_sequence(old)}")
+    with LocalServer(models=root, extra_args=args, env=env) as server, grpc.insecure_channel(server.target) as channel:
+        stub = pb_grpc.PlannerStub(channel)
+        info = stub.GetModelInfo(pb.GetModelInfoRequest(model="reach"), timeout=TIMEOUT)
+        assert (info.version, info.bundle_sha256) == ("3", bundle_digest(read_manifest(old)))
+        # The next nightly raises the mark again, so version 3 is a rollback once more.
+        shutil.copytree(new, root / "reach" / "4")
+        loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT, metadata=metadata).loads
+        assert [(load.version, load.loaded) for load in loads] == [("4", True)]
+        (root / "reach" / "4").rename(root / "reach" / "4.disabled")
+        loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT, metadata=metadata).loads
+        assert [(load.version, load.loaded) for load in loads] == [("3", False)]
+        assert "refusing a rollback" in loads[0].error
+        # Rolled back while it runs: the refused version is tried again once its mark changes.
+        assert subprocess.run([*l3p, "--models", str(root), "reach"], capture_output=True, timeout=60, env=env,
+                              check=False).returncode == 0
+        loads = stub.ReloadModels(pb.ReloadModelsRequest(), timeout=TIMEOUT, metadata=metadata).loads
+        assert [(load.version, load.loaded) for load in loads] == [("3", True)]
+
+
+def serve_once(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "l3p.serving", "--port", "0", *args],
-                          capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+                          capture_output=True, text=True, timeout=120, cwd=REPO, env=env, check=False)
 
 
 def test_a_server_with_trusted_keys_refuses_to_start_on_an_unsigned_model(tmp_path, untrained_bundle, keys):
@@ -173,6 +296,21 @@ def test_a_server_with_trusted_keys_refuses_to_start_on_an_unsigned_model(tmp_pa
     assert f"--trusted-keys {bad} line 1: expected 'ed25519 BASE64 NAME'" in lines[0]
 
 
+def test_a_server_that_cannot_keep_its_served_sequences_refuses_signed_versions(tmp_path, signed_bundles, keys):
+    root = tmp_path / "models"
+    shutil.copytree(signed_bundles[0], root / "reach" / "1")
+    state = tmp_path / "not-a-directory"
+    state.write_text("")
+    result = serve_once("--models", str(root), "--trusted-keys", str(keys["trusted"]),
+                        env={**os.environ, "XDG_STATE_HOME": str(state)})
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0] == (f"l3p serve: error: served-sequences file {state}/l3p/served-sequences.json: cannot open it "
+                        "(Not a directory); signed versions are refused until it can be read and written (it keeps "
+                        "the highest sequence served per model: fix it, or set XDG_STATE_HOME to a writable "
+                        "directory)")
+
+
 def test_keygen_and_sign_commands(tmp_path, untrained_bundle):
     l3p = [sys.executable, "-m", "l3p.cli"]
     made = subprocess.run([*l3p, "keygen", "--out", str(tmp_path / "ci"), "--name", "ci-key"],
@@ -184,14 +322,17 @@ def test_keygen_and_sign_commands(tmp_path, untrained_bundle):
     assert again.returncode == 2 and again.stderr.strip() == (
         f"l3p keygen: error: {tmp_path / 'ci.key'} already exists; keys are never overwritten")
     bundle = shutil.copytree(untrained_bundle, tmp_path / "bundle")
-    signed = subprocess.run([*l3p, "sign", str(bundle), "--key", str(tmp_path / "ci.key")],
+    unnamed = subprocess.run([*l3p, "sign", str(bundle), "--key", str(tmp_path / "ci.key")],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert unnamed.returncode == 2 and "--model" in unnamed.stderr  # a signature is for one model
+    signed = subprocess.run([*l3p, "sign", str(bundle), "--key", str(tmp_path / "ci.key"), "--model", "reach"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert signed.returncode == 0, signed.stderr
+    assert signed.stdout.startswith(f"signed {bundle} for model reach: signature.json by key sha256:")
     trusted = TrustedKeys.load(tmp_path / "ci.pub")
-    from l3p.core.signing import verify_bundle
-
-    assert verify_bundle(bundle, bundle_digest(read_manifest(bundle)), trusted).name == "ci-key"
-    wrong = subprocess.run([*l3p, "sign", str(bundle), "--key", str(tmp_path / "ci.pub")],
+    signature = verify_bundle(bundle, bundle_digest(read_manifest(bundle)), trusted, model="reach")
+    assert (signature.key.name, signature.model) == ("ci-key", "reach")
+    wrong = subprocess.run([*l3p, "sign", str(bundle), "--key", str(tmp_path / "ci.pub"), "--model", "reach"],
                            capture_output=True, text=True, timeout=60, check=False)
     assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1
     assert "not an unencrypted private key PEM" in wrong.stderr

@@ -58,5 +58,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-landmarks", type=int, metavar="N",
                         help="with --landmarks gls: how many (default: the run's n_landmarks, its cluster count)")
     parser.add_argument("--sign-key", type=Path, metavar="KEY",
-                        help="sign the bundle with this Ed25519 private key (from l3p keygen): writes "
-                             "signature.json, which l3p serve --trusted-keys checks")
+                        help="sign the bundle with this Ed25519 private key (from l3p keygen) for --model: "
+                             "writes signature.json, which l3p serve --trusted-keys checks")
+    parser.add_argument("--model", metavar="NAME",
+                        help="with --sign-key: the model the servers serve the bundle as (its directory in the "
+                             "repository, DIR/NAME/VERSION); the signature is valid for that model only")

@@ -206,9 +206,10 @@ def run_export(args: argparse.Namespace) -> int:
         provenance["landmarks"] = (f"GLS: {len(landmarks)} achieved goals of the run's replay or dataset, spread "
                                    f"in the learned latent space (from {len(sample)} sampled), not decoded centroids")
     bundle_dir = export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
-                               planner_overrides=planner_overrides, landmarks=landmarks, sign_key=args.sign_key)
+                               planner_overrides=planner_overrides, landmarks=landmarks, sign_key=args.sign_key,
+                               sign_model=args.model)
     _add_plots(run_dir, bundle_dir, agent, landmarks)
-    signed = f", signed with {args.sign_key}" if args.sign_key else ""
+    signed = f", signed with {args.sign_key} for model {args.model}" if args.sign_key else ""
     print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)}{signed})")
     return 0
 

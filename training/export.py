@@ -24,7 +24,7 @@ import onnxruntime as ort
 import torch
 from onnx import helper, numpy_helper
 
-from l3p.core.bundle_format import FORMAT, FORMAT_VERSION, GRAPHS, MANIFEST, graph_file
+from l3p.core.bundle_format import FORMAT, FORMAT_VERSION, GRAPHS, MANIFEST, MODEL_NAME, graph_file
 from l3p.core.errors import L3PError
 from l3p.core.names import DISTRIBUTION, OPTIONS
 from l3p.core.signing import load_private_key, sign_bundle
@@ -112,13 +112,20 @@ def _source_checkout() -> Path | None:
 
 def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool = False,
                   planner_overrides: dict | None = None, landmarks: np.ndarray | None = None,
-                  sign_key: Path | None = None) -> Path:
+                  sign_key: Path | None = None, sign_model: str | None = None) -> Path:
     """Write the bundle. ``planner_overrides`` change the served planner defaults (validated; recorded
     in the provenance), e.g. a local horizon chosen on validation episodes. ``landmarks`` replace
     the decoded cluster centroids (e.g. `gls_landmarks`); the provenance should say so. The graphs
     are traced from a CPU copy of a GPU learner: the same bundle whatever the training device.
-    ``sign_key``: an Ed25519 private key (l3p keygen) that signs the bundle (core/signing.py)
-    before it is renamed into place, so no one ever sees it complete but unsigned."""
+    ``sign_key``: an Ed25519 private key (l3p keygen) that signs the bundle (core/signing.py) for
+    model ``sign_model`` (the name servers serve it as) before it is renamed into place, so no one
+    ever sees it complete but unsigned."""
+    if sign_model is not None and sign_key is None:
+        raise ExportError("--model names the model a signature is for: it goes with --sign-key KEY")
+    if sign_key is not None and not (isinstance(sign_model, str) and MODEL_NAME.fullmatch(sign_model)):
+        raise ExportError("--sign-key needs --model NAME (1-64 of A-Z a-z 0-9 _ . -, the first a letter or digit): "
+                          "the model the servers serve the bundle as, its directory in the repository "
+                          "(DIR/NAME/VERSION); a signature is valid for that model only")
     key = None if sign_key is None else load_private_key(sign_key)  # a bad key fails before the work
     agent = agent.on_cpu()
     cfg = agent.cfg
@@ -148,7 +155,7 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
         _write_bundle(agent, out_dir, planner, provenance,
                       agent.landmarks() if landmarks is None else np.asarray(landmarks, np.float32))
         if key is not None:
-            sign_bundle(out_dir, key)
+            sign_bundle(out_dir, key, sign_model)
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise
