@@ -24,6 +24,7 @@ rosbags = pytest.importorskip("rosbags")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
+ROOT = Path(__file__).resolve().parents[1]
 MS = 1_000_000
 JOINTS = ["j1", "j2", "j3"]
 
@@ -470,3 +471,88 @@ def test_offline_training_reads_a_mapping_in_place_as_its_converted_npz(tmp_path
     np.testing.assert_array_equal(runs[0].replay.obs, runs[1].replay.obs)
     np.testing.assert_array_equal(runs[0].replay.action, runs[1].replay.action)
     assert runs[0].dataset.metadata["sha256"] == runs[1].dataset.metadata["sha256"]
+
+
+def test_the_guides_mapping_files_read_bags_of_their_robots(tmp_path):
+    """docs/guides/mappings: a 7-joint arm (JointState + tool pose, joint velocity commands) and a
+    mobile base (Odometry, Twist, a goal pose), each bag written by rosbags with the guide's topics."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    from l3p.datasets.mapping import load_mapping
+
+    store = get_typestore(Stores.ROS2_KILTED)
+    T = store.types
+    rng = np.random.default_rng(5)
+    n = 40
+
+    def header(ms: int):
+        ns = 10**9 + ms * MS
+        return T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9),
+                                        frame_id="base")
+
+    def point(v):
+        return T["geometry_msgs/msg/Point"](x=float(v[0]), y=float(v[1]), z=float(v[2]))
+
+    def pose(v):
+        return T["geometry_msgs/msg/Pose"](position=point(v), orientation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0))
+
+    def vec3(v):
+        return T["geometry_msgs/msg/Vector3"](x=float(v[0]), y=float(v[1]), z=float(v[2]))
+
+    # the arm: joint states list two gripper joints first and the arm's joints reversed
+    joints = [f"panda_joint{i}" for i in range(1, 8)]
+    q, qd, tool = rng.normal(size=(n, 7)), rng.normal(size=(n, 7)), rng.normal(size=(n, 3))
+    cmd, target = rng.normal(size=(n, 7)), np.repeat(rng.normal(size=(2, 3)), n // 2, axis=0)
+    arm = tmp_path / "arm"
+    with Writer(arm, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        c = {name: w.add_connection(topic, kind, typestore=store) for name, topic, kind in (
+            ("js", "/arm/joint_states", "sensor_msgs/msg/JointState"), ("tool", "/arm/tool_pose", "geometry_msgs/msg/PoseStamped"),
+            ("cmd", "/arm/forward_velocity_controller/commands", "std_msgs/msg/Float64MultiArray"),
+            ("target", "/arm/target", "geometry_msgs/msg/PointStamped"))}
+        for i in range(n):
+            ms = 2 * i
+            if i % (n // 2) == 0:
+                w.write(c["target"], 10**9 + ms * MS, store.serialize_cdr(
+                    T["geometry_msgs/msg/PointStamped"](header=header(ms), point=point(target[i])), "geometry_msgs/msg/PointStamped"))
+            names = ["finger_left", "finger_right", *joints[::-1]]
+            js = T["sensor_msgs/msg/JointState"](header=header(ms), name=names, position=np.r_[0.01, 0.01, q[i][::-1]],
+                                                 velocity=np.r_[0.0, 0.0, qd[i][::-1]], effort=np.zeros(0))
+            w.write(c["js"], 10**9 + ms * MS + 1, store.serialize_cdr(js, "sensor_msgs/msg/JointState"))
+            w.write(c["tool"], 10**9 + ms * MS + 2, store.serialize_cdr(
+                T["geometry_msgs/msg/PoseStamped"](header=header(ms), pose=pose(tool[i])), "geometry_msgs/msg/PoseStamped"))
+            w.write(c["cmd"], 10**9 + ms * MS + MS, store.serialize_cdr(T["std_msgs/msg/Float64MultiArray"](
+                layout=T["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0), data=cmd[i]), "std_msgs/msg/Float64MultiArray"))
+    data, report = read(load_mapping(ROOT / "docs" / "guides" / "mappings" / "arm7.yaml"), [arm])
+    np.testing.assert_array_equal(data.observations, np.c_[q, qd, tool].astype(np.float32))
+    np.testing.assert_array_equal(data.actions, cmd.astype(np.float32))
+    np.testing.assert_array_equal(data.achieved_goals, tool.astype(np.float32))
+    np.testing.assert_array_equal(data.desired_goals, target.astype(np.float32))
+    assert data.episode_lengths().tolist() == [20, 20] and sum(report["dropped"].values()) == 0
+
+    # the base: odometry at 50 Hz, a command 10 ms after each, a pause of 2 s after step 24
+    xy, v, twist = rng.normal(size=(n, 2)), rng.normal(size=(n, 2)), rng.uniform(-1, 1, (n, 2))
+    goal = rng.normal(size=3)
+    base = tmp_path / "base"
+    with Writer(base, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        c = {name: w.add_connection(topic, kind, typestore=store) for name, topic, kind in (
+            ("odom", "/base/odom", "nav_msgs/msg/Odometry"), ("cmd", "/base/cmd_vel", "geometry_msgs/msg/Twist"),
+            ("goal", "/base/goal_pose", "geometry_msgs/msg/PoseStamped"))}
+        w.write(c["goal"], 10**9, store.serialize_cdr(T["geometry_msgs/msg/PoseStamped"](header=header(0), pose=pose(goal)),
+                                                      "geometry_msgs/msg/PoseStamped"))
+        for i in range(n):
+            ms = 20 * i + (2000 if i >= 25 else 0)
+            odom = T["nav_msgs/msg/Odometry"](
+                header=header(ms), child_frame_id="base_link",
+                pose=T["geometry_msgs/msg/PoseWithCovariance"](pose=pose([*xy[i], 0.0]), covariance=rng.normal(size=36)),
+                twist=T["geometry_msgs/msg/TwistWithCovariance"](
+                    twist=T["geometry_msgs/msg/Twist"](linear=vec3([*v[i], 0.0]), angular=vec3([0, 0, 0.1])),
+                    covariance=np.zeros(36)))
+            w.write(c["odom"], 10**9 + ms * MS + 1, store.serialize_cdr(odom, "nav_msgs/msg/Odometry"))
+            w.write(c["cmd"], 10**9 + (ms + 10) * MS, store.serialize_cdr(T["geometry_msgs/msg/Twist"](
+                linear=vec3([*twist[i], 0.0]), angular=vec3([0, 0, 0])), "geometry_msgs/msg/Twist"))
+    data, _ = read(load_mapping(ROOT / "docs" / "guides" / "mappings" / "mobile_base.yaml"), [base])
+    np.testing.assert_array_equal(data.observations, np.c_[xy, v].astype(np.float32))
+    np.testing.assert_array_equal(data.actions, twist.astype(np.float32))
+    np.testing.assert_array_equal(data.desired_goals, np.repeat(goal[None, :2], n, axis=0).astype(np.float32))
+    assert data.episode_lengths().tolist() == [25, 15]  # the pause over max_gap_s ends an episode
