@@ -4,7 +4,9 @@ model by the same server, episodes in the OGBench env through gRPC."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,8 @@ from l3p.training.offline import OfflineTrainer, episode_windows
 from l3p.training.trainer import CheckpointError, load_checkpoint
 
 pytest.importorskip("ogbench")
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY = dict(updates_per_cycle=20, batch_size=64, hidden=32, layers=2, ae_hidden=16, n_landmarks=8, gls_sample=100,
             cluster_batch=20, landmarks_after_updates=20, eval_every_cycles=2, eval_episodes=2,
@@ -124,6 +128,70 @@ def test_resume_continues_exactly_and_checks_the_dataset(dataset, tmp_path):
             OfflineTrainer.resume(tmp_path / "split", offline_updates=120)
     finally:
         dataset.write_bytes(original)
+
+
+def test_a_line_every_log_interval_and_a_cost_estimate_and_the_run_learns_the_same(dataset, tmp_path, capsys):
+    """Reporting changes nothing learned: the same weights with lines every 40 updates and none."""
+    every = dict(eval_every_cycles=100, checkpoint_every_cycles=100)  # one evaluation, at the end
+    quiet = OfflineTrainer(tiny_cfg(dataset, 320, log_every_updates=0, **every), tmp_path / "quiet")
+    quiet.train(show_progress=False)
+    quiet_lines = capsys.readouterr().err.splitlines()  # the estimate alone: its own line
+    assert len(quiet_lines) == 1 and "cost estimate" in quiet_lines[0]
+    assert not (tmp_path / "quiet" / "losses.jsonl").exists()
+    told = OfflineTrainer(tiny_cfg(dataset, 320, log_every_updates=40, **every), tmp_path / "told")
+    told.train(show_progress=False)  # no bar: as in a log file or a pipe
+    a, b = params(quiet), params(told)
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    lines = capsys.readouterr().err.splitlines()
+    env = "ogbench/pointmaze-large-v0"
+    logged = [re.fullmatch(rf"{env}: (\d+) optimizer steps of 320  critic \S+  actor \S+  value \S+  ae \S+"
+                           rf"(  clusters \S+)?  \(\d+\.\d updates/s\)", line) for line in lines]
+    assert [int(m[1]) for m in logged if m] == list(range(40, 321, 40)), lines
+    estimate = [line for line in lines if "cost estimate" in line]
+    assert len(estimate) == 1 and re.fullmatch(rf"{env}: cost estimate: 20 more updates at \d+\.\d ms each on "
+                                               r"this machine = \d+ s, plus 1 evaluation \(.*\)", estimate[0])
+    rows = [json.loads(line) for line in (tmp_path / "told" / "losses.jsonl").read_text().splitlines()]
+    assert [r["optimizer_steps"] for r in rows] == list(range(40, 321, 40))
+    assert all(r["env_steps"] == 0 and np.isfinite(r["loss_critic"]) for r in rows)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "told" / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("train/loss_critic")] == list(range(40, 321, 40))
+
+
+def test_the_recipe_file_is_the_shipped_models_training_and_served_planner():
+    """configs/pointmaze-large-stitch.toml makes the card's model: the shipped run's config, stopped
+    at the snapshot it serves, with the served planner as the training planner (export's d_max)."""
+    import argparse
+
+    from l3p.core.bundle_format import planner_defaults, read_manifest
+    from l3p.training.commands import add_train_arguments, train_config
+    from l3p.training.config import TrainConfig
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    cfg = train_config(parser.parse_args(["--config", str(ROOT / "configs" / "pointmaze-large-stitch.toml")]))
+    manifest = read_manifest(ROOT / "models" / "pointmaze-large-stitch")
+    shipped = TrainConfig.from_dict(manifest["provenance"]["config"])
+    assert cfg.dataset == shipped.dataset and cfg.offline_updates == manifest["provenance"]["optimizer_steps"]
+    assert cfg.planner == planner_defaults(manifest).replace(mode="l3p")
+    assert cfg.replace(offline_updates=shipped.offline_updates, planner=shipped.planner) == shipped
+
+
+def test_exporting_before_the_clusters_start_says_when_they_do(dataset, tmp_path, capsys):
+    import argparse
+
+    from l3p.training.commands import add_export_arguments, run_export
+
+    OfflineTrainer(tiny_cfg(dataset, 20, landmarks_after_updates=1000), tmp_path / "run").train(show_progress=False)
+    parser = argparse.ArgumentParser()
+    add_export_arguments(parser)
+    assert run_export(parser.parse_args([str(tmp_path / "run"), str(tmp_path / "bundle")])) == 0
+    err = capsys.readouterr().err
+    assert "no landmark centroids yet (clusters start after 1000 optimizer steps): exporting GLS-spread dataset " \
+           "goals instead (as --landmarks gls)" in err and "episodes" not in err
 
 
 def test_an_offline_and_an_online_model_serve_and_answer_alike(dataset, untrained_bundle, tmp_path):

@@ -124,6 +124,8 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     if not env:
         raise TrainArgumentError("give --env ENV_ID or --dataset FILE (or --resume RUN_DIR)")
     base = {**preset(env).to_dict(), **from_file, "env_id": env}
+    if isinstance(from_file.get("planner"), dict):  # a [planner] table changes the preset's planner
+        base["planner"] = {**preset(env).to_dict()["planner"], **from_file["planner"]}
     _build(base, where if args.config else "preset")
     overrides = parse_overrides(args.set, "--set")
     check_train_keys(overrides, "--set")
@@ -188,11 +190,11 @@ def run_export(args: argparse.Namespace) -> int:
     landmarks = None
     kind = args.landmarks
     if kind == "centroids" and not agent.clusters_ready:
-        # A run stopped before planning started has no centroids; its replay's goals still make a
-        # servable graph, as at the end of a short `l3p train`.
-        print(f"{source}: the run has no landmark centroids yet (planning starts after "
-              f"{agent.cfg.planning_start_episodes} episodes): exporting GLS-spread replay goals instead "
-              f"(as --landmarks gls)", file=sys.stderr)
+        # A run stopped before its clusters started has no centroids; its replay's (or dataset's)
+        # goals still make a servable graph, as at the end of a short `l3p train`.
+        print(f"{source}: the run has no landmark centroids yet ({clusters_start(agent.cfg)}): exporting "
+              f"GLS-spread {'dataset' if agent.cfg.dataset else 'replay'} goals instead (as --landmarks gls)",
+              file=sys.stderr)
         kind = "gls"
     if args.n_landmarks is not None and (kind != "gls" or args.n_landmarks < 2):
         raise ExportError("--n-landmarks N (N >= 2) goes with --landmarks gls: the centroids are the run's "
@@ -244,6 +246,13 @@ def run_goals(run_dir: Path, cfg: TrainConfig) -> np.ndarray | None:
             return replay["ag"].reshape(-1, replay["ag"].shape[-1])
     except (OSError, ValueError, KeyError, L3PError):
         return None
+
+
+def clusters_start(cfg: TrainConfig) -> str:
+    """When a run's landmark clusters start: after episodes online, after updates offline."""
+    if cfg.dataset is not None:
+        return f"clusters start after {cfg.landmarks_after_updates} optimizer steps"
+    return f"planning starts after {cfg.planning_start_episodes} episodes"
 
 
 def _digest(bundle_dir: Path) -> str:

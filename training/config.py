@@ -26,7 +26,7 @@ EVAL_PAIRS = ("random", "far", "tasks")
 """How evaluation episodes pick start and goal (see ``TrainConfig.eval_pairs``)."""
 
 PLACEMENT_KEYS = ("device", "cuda_graph", "collector", "collectors", "max_staleness", "ray_address",
-                  "torch_threads", "overlap_updates")
+                  "torch_threads", "overlap_updates", "log_every_updates")
 """Where and how a run executes and what it reports, not what it learns: a resumed run may change
 them (a run started on a laptop continues on a GPU node with Ray workers)."""
 
@@ -142,6 +142,9 @@ class TrainConfig:
     eval_min_cells: int = documented(10, "eval_pairs 'far': the minimum BFS distance, cells")
     eval_max_steps: int | None = documented(None, "evaluation episode length; null: the env's own limit")
     checkpoint_every_cycles: int = documented(25, "write the resumable checkpoint every this many cycles")
+    log_every_updates: int = documented(1000, "every this many optimizer steps (checked after each cycle): a line "
+                                        "on stderr with the mean losses, a row of losses.jsonl, TensorBoard "
+                                        "scalars train/...; 0: none. Reporting only: the run learns the same")
 
     def __post_init__(self) -> None:
         if self.collector not in COLLECTORS:
@@ -169,6 +172,8 @@ class TrainConfig:
             raise ValueError(f"max_episode_steps must be >= 2 or null, got {self.max_episode_steps!r}")
         if self.eval_max_steps is not None and self.eval_max_steps < 1:
             raise ValueError(f"eval_max_steps must be >= 1 or null, got {self.eval_max_steps!r}")
+        if self.log_every_updates < 0:
+            raise ValueError(f"log_every_updates must be >= 0, got {self.log_every_updates!r}")
         if self.eval_min_cells < 1:
             raise ValueError(f"eval_min_cells must be >= 1, got {self.eval_min_cells!r}")
         if self.goal_radius is not None and not self.goal_radius > 0:

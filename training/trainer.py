@@ -43,6 +43,7 @@ from l3p.training.agent import L3PAgent
 from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, WorkerPool,
                                     planned_actions)
 from l3p.training.config import PLACEMENT_KEYS, TrainConfig
+from l3p.training.feedback import CostEstimate, IntervalLog
 from l3p.training.replay import EpisodeReplay, within_radius
 from l3p.training.tensorboard import ScalarLog
 
@@ -137,7 +138,10 @@ class Trainer:
         self.progress = Progress()
         self._collector: InlineCollector | WorkerPool | None = None  # open while training
         self._pending: Episodes | None = None  # collected for the next cycle, not stored yet
-        self._scalars: ScalarLog | None = None  # TensorBoard, opened at the first evaluation
+        self._scalars: ScalarLog | None = None  # TensorBoard, opened at its first row
+        self._interval: IntervalLog | None = None  # open while training (training/feedback.py)
+        self._estimate: CostEstimate | None = None
+        self._target = 0  # what this train() call runs to: env steps, or optimizer steps offline
 
     # ----- collection -----
     def _collect_request(self) -> CollectRequest:
@@ -262,6 +266,7 @@ class Trainer:
         # disable=None: a bar only on a terminal, never carriage-return frames in a log or a pipe.
         bar = tqdm(total=target, initial=p.env_steps, unit="step", disable=None if show_progress else True,
                    dynamic_ncols=True, desc=cfg.env_id)
+        self._open_feedback(target)
         metrics: dict[str, list[float]] = {}
         with self._collecting():
             while p.env_steps < target:
@@ -294,8 +299,26 @@ class Trainer:
         self._close_logs(bar)
         return p
 
+    def _open_feedback(self, target: int, estimate: bool = False) -> None:
+        """The lines every log_every_updates updates and, with ``estimate``, what the updates up to
+        ``target`` (optimizer steps) will cost."""
+        cfg, steps, cycle = self.cfg, self.agent.optimizer_steps, self.progress.cycle
+        self._target = target
+        self._interval = IntervalLog(self.run_dir, cfg.log_every_updates, cfg.env_id, steps)
+        if estimate:
+            last = cycle - (-(target - steps) // cfg.updates_per_cycle)  # the call's last cycle
+            evaluations = last // cfg.eval_every_cycles - cycle // cfg.eval_every_cycles + bool(
+                last % cfg.eval_every_cycles)
+            self._estimate = CostEstimate(cfg.env_id, steps, target, evaluations)
+
+    def _scalar_log(self) -> ScalarLog:
+        if self._scalars is None:
+            self._scalars = ScalarLog(self.run_dir, "env_steps" if self.cfg.dataset is None else "optimizer_steps")
+        return self._scalars
+
     def _close_logs(self, bar: Any) -> None:
         bar.close()
+        self._interval = self._estimate = None
         if self._scalars is not None:
             self._scalars.close()
             self._scalars = None
@@ -310,6 +333,8 @@ class Trainer:
                                        self.failed_fn, in_sample=offline,
                                        random_goal_p=cfg.random_goal_p if offline else 0.0)
             _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
+            if self._estimate is not None:
+                self._estimate.tick(agent.optimizer_steps)
             if cfg.target_update_every and agent.optimizer_steps % cfg.target_update_every == 0:
                 agent.update_targets()
         for row in agent.drain():  # the overlapped landmark-model steps; V etc. are read next
@@ -322,9 +347,14 @@ class Trainer:
         """Evaluate and checkpoint when due (and after the ``last`` cycle); True when a stop was asked
         (checkpointed)."""
         cfg, p = self.cfg, self.progress
+        if self._interval is not None and self._interval.due(self.agent.optimizer_steps):
+            self._interval.write(metrics, {"optimizer_steps": self.agent.optimizer_steps, "env_steps": p.env_steps},
+                                 f"{self.progress_text()} of {self._target}", self._scalar_log())
         if p.cycle % cfg.eval_every_cycles == 0 or last:
             row = self._evaluate(metrics)
             metrics.clear()
+            if self._interval is not None:
+                self._interval.forget()
             bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
                              if k.startswith("success_")})
         stopping = stop is not None and stop.is_set()
@@ -347,9 +377,7 @@ class Trainer:
                            self.cfg.env_id, agent.value_fn, self.cfg.planner.d_max)
         p.wall_time_s += time.perf_counter() - t0
         p.history.append(row)
-        if self._scalars is None:
-            self._scalars = ScalarLog(self.run_dir, "env_steps" if self.cfg.dataset is None else "optimizer_steps")
-        self._scalars.write(row)
+        self._scalar_log().write(row)
         self.save_snapshot()
         self._write_logs()
         return row
