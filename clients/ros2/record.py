@@ -12,6 +12,7 @@ files, every finished episode readable after a kill.
 """
 from __future__ import annotations
 
+import heapq
 import importlib
 import json
 import resource
@@ -28,6 +29,9 @@ from l3p.datasets.mapping import Mapping, Part, load_mapping
 from l3p.datasets.messages import BadMessage, message_vector, part_fields
 from l3p.datasets.writer import EpisodeWriter
 
+# An executor serves ready subscriptions in its own order, not in the order messages arrived: each
+# message waits this long, then all go to the aligner sorted by their receive time (rmw's stamp).
+REORDER_NS = 200_000_000
 DEFAULT_TYPE = "std_msgs/msg/Float64MultiArray"
 GOAL_TYPE = "geometry_msgs/msg/PointStamped"
 
@@ -62,6 +66,7 @@ class Recording:
         self.messages = 0
         self.steps = 0
         self.rss: list[tuple[int, float]] = []
+        self.waiting: list[tuple[int, int, list, list[np.ndarray]]] = []  # a heap by receive time
 
     def topics(self) -> dict[str, tuple[str, list[tuple[str, int, Part]]]]:
         """topic -> (message type, [(role, index, part)]) for every topic the mapping reads."""
@@ -77,7 +82,10 @@ class Recording:
             have[1].append((role, k, part))
         return out
 
-    def message(self, topic: str, kind: str, uses: list[tuple[str, int, Part]], msg: Any, now_ns: int) -> None:
+    def message(self, topic: str, kind: str, uses: list[tuple[str, int, Part]], msg: Any, stamp_ns: int,
+                now_ns: int | None = None) -> None:
+        """One message, received at ``stamp_ns``; the aligner gets the messages received before
+        ``now_ns - REORDER_NS`` (default: this one's stamp), in the order they were received."""
         self.messages += 1
         try:
             vectors = []
@@ -90,13 +98,20 @@ class Recording:
             self.bad[topic] = self.bad.get(topic, 0) + 1
             self.last_bad = f"topic {topic}: message {self.messages} {err}"
             return
-        for (role, k, _), vec in zip(uses, vectors):
-            if role == "observed":
-                self.aligner.observed(k, now_ns, vec)
-            elif role == "goal":
-                self.aligner.goal(k, vec)
-            else:
-                self.aligner.action(now_ns, vec)
+        heapq.heappush(self.waiting, (stamp_ns, self.messages, uses, vectors))
+        self.release(stamp_ns if now_ns is None else now_ns)
+
+    def release(self, now_ns: int | None) -> None:
+        """Messages received before ``now_ns - REORDER_NS`` to the aligner, oldest first (all: None)."""
+        while self.waiting and (now_ns is None or self.waiting[0][0] < now_ns - REORDER_NS):
+            stamp_ns, _, uses, vectors = heapq.heappop(self.waiting)
+            for (role, k, _), vec in zip(uses, vectors):
+                if role == "observed":
+                    self.aligner.observed(k, stamp_ns, vec)
+                elif role == "goal":
+                    self.aligner.goal(k, vec)
+                else:
+                    self.aligner.action(stamp_ns, vec)
 
     def _step(self, step: dict[str, Any], starts: bool) -> None:
         if starts:
@@ -115,6 +130,7 @@ class Recording:
             self.rss.append((self.steps, rss_mb()))
 
     def close(self) -> dict[str, Any]:
+        self.release(None)
         self.aligner.flush()
         self.writer.close()
         return {**self.writer.counts, "files": [str(f) for f in self.writer.files], "dropped": self.aligner.dropped,
@@ -142,10 +158,14 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     node = rclpy.create_node("l3p_record")
     profile = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT if qos == "best_effort"
                          else ReliabilityPolicy.RELIABLE)
+    def callback(topic: str, kind: str, uses: list) -> Any:
+        def on_message(msg: Any, info: Any) -> None:
+            now = time.time_ns()  # rmw's receive stamps are system time; 0 where an rmw has none
+            recording.message(topic, kind, uses, msg, info.get("received_timestamp") or now, now)
+        return on_message
+
     for topic, (kind, uses) in topics.items():
-        node.create_subscription(classes[topic], topic,
-                                 lambda msg, t=topic, k=kind, u=uses: recording.message(t, k, u, msg, time.monotonic_ns()),
-                                 profile)
+        node.create_subscription(classes[topic], topic, callback(topic, kind, uses), profile)
 
     def stop(*_: object) -> None:
         raise KeyboardInterrupt
@@ -159,6 +179,7 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     try:
         while deadline is None or time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.1)
+            recording.release(time.time_ns())
     except KeyboardInterrupt:
         pass
     finally:
