@@ -55,7 +55,7 @@ def read_raw(path: Path, topics: list[str]) -> tuple[dict[str, tuple[str, list[i
                     last = conn.topic
             else:
                 for f in files:
-                    last = f"{topics[0]} (in {f.name})"
+                    last = f.name
                     for topic, (stamps, datas) in _scan_mcap(f, set(topics)).items():
                         out[topic][1].extend(stamps)
                         out[topic][2].extend(datas)
@@ -67,7 +67,8 @@ def read_raw(path: Path, topics: list[str]) -> tuple[dict[str, tuple[str, list[i
     except DatasetError:
         raise
     except Exception as exc:  # a truncated or corrupt file: rosbags' own errors, zstd/lz4, struct
-        where = f"after message {len(out[last][1]) - 1} of topic {last}" if last in out else "at its index"
+        where = (f"after message {len(out[last][1]) - 1} of topic {last}" if last in out
+                 else f"in {last}" if last.endswith(".mcap") else "at its index")
         if not Path(path).exists():
             where = "(no such file or directory)"
         raise DatasetError(f"bag {path}: unreadable {where} (truncated or corrupt? "

@@ -94,7 +94,13 @@ def read_lerobot(root: Path, m: Mapping) -> tuple[dict[str, np.ndarray | None], 
                                            f"lerobot {f}: column {c!r}", offset))
         offset += table.num_rows
     where = f"lerobot {root}"
-    merged = {c: np.concatenate(v) for c, v in values.items() if v}
+    for c, mats in values.items():
+        for f, mat in zip(files, mats):
+            if mat.shape[1] != mats[0].shape[1]:
+                raise DatasetError(f"lerobot {f}: column {c!r} has {mat.shape[1]} values per step, {files[0]} has "
+                                   f"{mats[0].shape[1]} (mismatched dims)")
+    # frame_index is checked where every file has it
+    merged = {c: np.concatenate(v) for c, v in values.items() if len(v) == len(files)}
     episode = merged[m.episode_column][:, 0].astype(np.int64)
     change = np.flatnonzero(np.diff(episode) != 0) + 1
     starts = np.r_[0, change]
@@ -121,14 +127,14 @@ def read_lerobot(root: Path, m: Mapping) -> tuple[dict[str, np.ndarray | None], 
         raise DatasetError(f"{where}: column {m.episode_column!r}: episode {episode[i]} at step {i} has one step")
     terminals = np.zeros(len(episode), np.float32)
     terminals[np.r_[starts[1:] - 1, len(episode) - 1]] = 1
-    arrays = _assemble(parts, lambda p: merged[p.column], where, m)
+    arrays = _assemble(parts, lambda p: merged[p.column], where)
     arrays["terminals"] = terminals
     report = {"steps": int(len(episode)), "episodes": int(len(starts)), "files": len(files),
               "codebase_version": info.get("codebase_version"), "fps": info.get("fps")}
     return arrays, report
 
 
-def _assemble(parts: dict[str, tuple[Part, ...]], read: Any, where: str, m: Mapping) -> dict[str, np.ndarray | None]:
+def _assemble(parts: dict[str, tuple[Part, ...]], read: Any, where: str) -> dict[str, np.ndarray | None]:
     out: dict[str, np.ndarray | None] = {}
     for role, ps in parts.items():
         mats = [_check_values(_select(read(p), p, f"{where}: {p.what}"), f"{where}: {p.what}") for p in ps]

@@ -316,6 +316,13 @@ def test_bad_lerobot_datasets_are_one_line_naming_the_file_column_and_step(tmp_p
     f0.write_bytes(f0.read_bytes()[:-100])
     message = error(root)
     assert message.startswith(f"lerobot {f0}: unreadable (truncated or corrupt?") and "\n" not in message
+    root = write_lerobot(tmp_path / "f", states, actions, [10, 10], files=2)
+    f1 = root / "data" / "chunk-000" / "file-001.parquet"
+    pq.write_table(pq.read_table(f1).drop(["action"]).append_column(
+        "action", pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(30, np.float32)), 3)), f1)
+    assert error(root) == (f"lerobot {f1}: column 'action' has 3 values per step, {root / 'data' / 'chunk-000' / 'file-000.parquet'} "
+                           f"has 2 (mismatched dims)")
+    root = tmp_path / "e"
     ragged = root / "data" / "chunk-000"
     pq.write_table(pa.table({"observation.state": pa.array([[1.0, 2.0], [1.0]]), "action": pa.array([[0.0], [0.0]]),
                              "episode_index": pa.array([0, 0]), "frame_index": pa.array([0, 1])}), ragged / "file-000.parquet")
