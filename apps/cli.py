@@ -32,6 +32,7 @@ EPILOG = """examples:
   l3p run --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 10 --video ep.mp4
   l3p eval --server 127.0.0.1:50051 --env FetchPush-v4 --episodes 100 --out eval.json
   l3p eval --server 127.0.0.1:50052 --model PointMaze_Large-v3 --pairs far --modes l3p,naive,policy
+  l3p models --server 127.0.0.1:50052              # what the server serves: name, version, env, dims, state
   l3p plot --bundle models/PointMaze_Large-v3 --out maze.png   # walls, landmarks, graph, one episode
   l3p demo                                          # one server for the shipped models, episodes on each
 
@@ -79,6 +80,9 @@ COMMANDS: tuple[Command, ...] = (
             "l3p.clients.runner", "l3p.clients.run_config:RunConfig", "run_run", "sim"),
     Command("eval", "compare planner modes on the same episodes (table + JSON)",
             "l3p.clients.evaluate", "l3p.clients.run_config:EvalConfig", "run_eval", "sim"),
+    # "": the robot library alone (grpcio, protobuf, numpy), on the robot's computer too.
+    Command("models", "list what a planner server serves: name, version, env, dims, signer, state",
+            "l3p.clients.models", "l3p.clients.run_config:ModelsConfig", "run_models", ""),
     Command("plot", "draw a maze episode, or with --landmarks-only a bundle's landmark graph (PNG)",
             "l3p.plot", "l3p.app_options:add_plot_arguments", "run_plot", "serve,sim"),
     Command("demo", "serve the shipped models and drive Fetch and maze episodes through them",

@@ -1,5 +1,6 @@
-"""A runner's connection to the planner server: credentials and token from the options, and the
-first call (the served model's info), with one-line errors for what can go wrong there."""
+"""A client command's connection to the planner server: credentials and token from the options, and
+the first call, with one-line errors for what can go wrong there. The robot library alone (no
+simulator): ``l3p models`` uses it in the base install; ``connect`` (run, eval) adds the env."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ from l3p.clients.client import (
     channel_credentials,
     read_token,
 )
-from l3p.clients.protocol import EnvMismatchError, served_env_id
-from l3p.clients.run_config import ConnectionConfig
+from l3p.clients.run_config import ConnectionConfig, ServerOptions
 from l3p.core.errors import UNAVAILABLE, USAGE, L3PError
 
 
@@ -31,8 +31,9 @@ class ServerUnreachable(L3PError):
     exit_code = UNAVAILABLE
 
 
-def connect(args: ConnectionConfig) -> tuple[PlannerClient, ModelInfo, str]:
-    """Client, the server's model info, and the env id to run (--env or ``served_env_id``)."""
+def open_client(args: ServerOptions, model: str | None = None) -> PlannerClient:
+    """A client for ``args.server`` with the options' TLS files and token (and, with -v, its retries
+    on stderr); nothing is called yet."""
     if args.verbose:
         show_retries()
     tls = args.tls_ca or args.tls_cert or args.tls_key
@@ -41,8 +42,19 @@ def connect(args: ConnectionConfig) -> tuple[PlannerClient, ModelInfo, str]:
         token = read_token(args.token_file) if args.token_file else None
     except (OSError, ValueError) as err:
         raise ConnectionConfigError(str(err)) from None
-    client = PlannerClient(args.server, timeout_s=args.timeout, credentials=credentials, token=token,
-                           tls_server_name=args.tls_server_name, model=args.model)
+    return PlannerClient(args.server, timeout_s=args.timeout, credentials=credentials, token=token,
+                         tls_server_name=args.tls_server_name, model=model)
+
+
+def unreachable(args: ServerOptions, err: PlannerError) -> ServerUnreachable:
+    return ServerUnreachable(f"cannot reach the planner server at {args.server}: {err}")
+
+
+def connect(args: ConnectionConfig) -> tuple[PlannerClient, ModelInfo, str]:
+    """Client, the server's model info, and the env id to run (--env or ``served_env_id``)."""
+    from l3p.clients.protocol import EnvMismatchError, served_env_id  # the simulator: run and eval only
+
+    client = open_client(args, args.model)
     try:
         info = client.model_info()
         env_id = args.env or served_env_id(info)
@@ -51,7 +63,7 @@ def connect(args: ConnectionConfig) -> tuple[PlannerClient, ModelInfo, str]:
         raise EnvMismatchError(f"{args.server}: {err.message}") from None
     except PlannerError as err:
         client.close()
-        raise ServerUnreachable(f"cannot reach the planner server at {args.server}: {err}") from err
+        raise unreachable(args, err) from err
     except BaseException:
         client.close()
         raise

@@ -1,4 +1,4 @@
-"""``l3p run`` and ``l3p eval``'s configs: every option, its type, default and help, written once.
+"""``l3p run``, ``l3p eval`` and ``l3p models``' configs: every option, its type, default and help, written once.
 
 The command line and a config file (``l3p eval --config eval.toml``; keys are the option names
 with ``_`` for ``-``) are both read into a `RunConfig` / `EvalConfig` (core/commandline.py), which
@@ -68,21 +68,11 @@ class ProtocolOptions:
 
 
 @dataclass(frozen=True)
-class ConnectionConfig(ProtocolOptions):
-    """The server to drive, the env and the episodes: what ``l3p run`` and ``l3p eval`` share."""
+class ServerOptions:
+    """Which planner server and how to reach it: what every client command shares."""
 
     server: str = option(DEFAULT_SERVER, "planner server address", metavar="HOST:PORT")
-    model: str | None = option(None, "the served model to drive (l3p serve --models; default: the server's "
-                                     "default model)", metavar="NAME")
-    env: str | None = option(None, "goal env: a gymnasium id or package.module:EnvClass (default: the served "
-                                   "model's env)", metavar="ENV")
-    force_env: bool = option(False, "run even if --env differs from the env the model was trained on")
-    episodes: int = option(10, "episodes to run, per planner variant", parse=_positive_int, metavar="N")
-    seed: int = option(HELD_OUT, "episode i uses env and planner seed SEED + i (default: the held-out range, "
-                                 "disjoint from the seeds training and validation draw)", show_default=False)
-    stream: bool = option(False, "one Control stream per episode instead of unary Act calls")
     timeout: float = option(5.0, "per-call deadline, seconds", parse=_positive_float, metavar="SECONDS")
-    progress: bool = option(True, "report progress while episodes run (a bar only on a terminal)")
     verbose: bool = option(False, "print each retry while the server is unreachable or restarting (without "
                                   "it, only the error after the last)", short="-v")
     tls_ca: str | None = option(None, "connect with TLS, trusting this CA (or the server's self-signed "
@@ -93,6 +83,29 @@ class ConnectionConfig(ProtocolOptions):
                                                "host in --server)", metavar="NAME", group=TLS)
     token_file: str | None = option(None, "send the bearer token in FILE (first line, 'token' or 'name:token')",
                                     metavar="FILE", group=TLS)
+
+
+@dataclass(frozen=True)
+class ModelsConfig(ServerOptions):
+    """``l3p models``: what a server serves, a row per model."""
+
+    json: bool = option(False, "print the server's answer as JSON (one object per model) instead of a table")
+
+
+@dataclass(frozen=True)
+class ConnectionConfig(ProtocolOptions, ServerOptions):
+    """The server to drive, the env and the episodes: what ``l3p run`` and ``l3p eval`` share."""
+
+    model: str | None = option(None, "the served model to drive (l3p serve --models; default: the server's "
+                                     "default model)", metavar="NAME")
+    env: str | None = option(None, "goal env: a gymnasium id or package.module:EnvClass (default: the served "
+                                   "model's env)", metavar="ENV")
+    force_env: bool = option(False, "run even if --env differs from the env the model was trained on")
+    episodes: int = option(10, "episodes to run, per planner variant", parse=_positive_int, metavar="N")
+    seed: int = option(HELD_OUT, "episode i uses env and planner seed SEED + i (default: the held-out range, "
+                                 "disjoint from the seeds training and validation draw)", show_default=False)
+    stream: bool = option(False, "one Control stream per episode instead of unary Act calls")
+    progress: bool = option(True, "report progress while episodes run (a bar only on a terminal)")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from l3p.core.errors import INTERRUPTED, UNAVAILABLE, USAGE, L3PError
 from l3p.core.names import install_hint
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ["train", "export", "keygen", "sign", "rollback", "dataset", "expert", "serve", "run", "eval", "plot", "demo", "card", "ros2"]
+NAMES = ["train", "export", "keygen", "sign", "rollback", "dataset", "expert", "serve", "run", "eval", "models", "plot", "demo", "card", "ros2"]
 
 
 def l3p(*args: str, prelude: str = "") -> subprocess.CompletedProcess:

@@ -1,9 +1,11 @@
 """What the client commands print: an unreachable server is one line (each retry only with -v),
-and Ctrl-C in ``l3p eval`` prints and writes the episodes that finished."""
+Ctrl-C in ``l3p eval`` prints and writes the episodes that finished, ``l3p models`` lists what a
+server serves."""
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,3 +59,22 @@ def test_ctrl_c_in_eval_prints_and_writes_the_episodes_that_finished(tmp_path):
     assert "interrupted: the episodes that finished" in out.splitlines()[0]
     row = next(line for line in out.splitlines() if line.startswith("policy "))
     assert f"/{finished} (" in row and out.rstrip().endswith("wrote eval.json")
+
+
+def test_l3p_models_lists_each_served_model_with_its_env_dims_signer_and_state(tmp_path):
+    repository = tmp_path / "models"
+    repository.mkdir()
+    for name in ("FetchPush-v4", "PointMaze_Large-v3"):
+        shutil.copytree(ROOT / "models" / name, repository / name)  # symbolic links are never served
+    with LocalServer(models=repository, extra_args=["--default-model", "PointMaze_Large-v3"]) as server:
+        table = l3p("models", "--server", server.target, cwd=tmp_path).communicate(timeout=120)
+        listed = l3p("models", "--server", server.target, "--json", cwd=tmp_path).communicate(timeout=120)
+    lines = table[0].splitlines()
+    assert lines[0].split() == ["name", "version", "env", "obs/goal/action", "landmarks", "signed_by", "state"]
+    assert re.fullmatch(r"FetchPush-v4 +- +FetchPush-v4 +25/3/4 +\d+ +- +serving, 0 live episodes", lines[1])
+    assert re.fullmatch(r"PointMaze_Large-v3 \* +- +PointMaze_Large-v3 +4/2/2 +50 +- +serving, 0 live episodes",
+                        lines[2])
+    assert lines[3] == "* the default model: requests that name none get it" and table[1] == ""
+    models = json.loads(listed[0])
+    assert [(m["name"], m["default"], m["dims"], m["loaded"]) for m in models] == [
+        ("FetchPush-v4", False, [25, 3, 4], True), ("PointMaze_Large-v3", True, [4, 2, 2], True)]

@@ -91,6 +91,10 @@ def test_the_base_install_is_the_robot_client(profiles, tmp_path):
         proc.stderr
     proc = run(bin_dir / "l3p", "run", "--episodes", "1", cwd=tmp_path)
     assert proc.returncode == 2 and re.fullmatch(HINT.format(command="run", extra="sim"), proc.stderr), proc.stderr
+    # What a server serves, from the robot's computer: the base install asks (here, no server answers).
+    proc = run(bin_dir / "l3p", "models", "--server", "127.0.0.1:1", "--timeout", "1", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.startswith("l3p models: error: cannot reach the planner server"), \
+        proc.stderr
     proc = run(bin_dir / "l3p", "run", "--help", cwd=tmp_path)  # the options, and what is missing
     assert proc.returncode == 0 and proc.stdout.startswith("usage: l3p run ") and "--episodes N" in proc.stdout
     assert "this install cannot run it: it needs the 'sim' extra" in " ".join(proc.stdout.split())
