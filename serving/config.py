@@ -27,6 +27,15 @@ DEFAULT_POLL_INTERVAL_S = 5.0
 DEFAULT_LOAD_TIMEOUT_S = 60.0
 
 SECURITY = "TLS and authentication"
+OPENPI = "openpi-compatible websocket listener (docs/guides/openpi.md)"
+
+# Where the planner's inputs are in an openpi observation dict, by default (--openpi-key ROLE=KEY).
+OPENPI_KEYS = {"observation": "observation/state", "goal": "goal", "model": "model", "reset": "reset",
+               "options": "options"}
+# An observation is a few hundred bytes; the cap leaves room for the camera images that openpi
+# observation dicts often carry beside it (ignored here), and bounds what one frame can make the
+# server hold.
+DEFAULT_OPENPI_MAX_FRAME_BYTES = 1 << 20
 
 
 def _count(text: str) -> int:
@@ -74,6 +83,14 @@ def _replica_id(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9-]{1,32}", text):
         raise argparse.ArgumentTypeError(f"expected 1-32 of A-Z a-z 0-9 -, got {text!r}")
     return text
+
+
+def _openpi_key(text: str) -> tuple[str, str]:
+    role, sep, key = text.partition("=")
+    if not sep or role not in OPENPI_KEYS or not key:
+        raise argparse.ArgumentTypeError(f"expected ROLE=KEY, ROLE one of {', '.join(OPENPI_KEYS)}, "
+                                         f"got {text!r}")
+    return role, key
 
 
 def _model_pin(text: str) -> tuple[str, str]:
@@ -166,6 +183,18 @@ class ServeConfig:
     replica_id: str | None = option(None, "prefix session ids with 'ID.' so a proxy can send a session's "
                                           "unary calls to this replica (deploy/nginx)", parse=_replica_id,
                                     metavar="ID")
+    openpi_port: int | None = option(None, "also serve openpi's websocket protocol (openpi-client's "
+                                           "WebsocketClientPolicy) on this port, over the same models, "
+                                           "sessions, tokens, TLS and limits (0 picks a free one, printed as "
+                                           "'L3P_OPENPI_READY port=N')", parse=_port, metavar="PORT",
+                                     group=OPENPI)
+    openpi_key: tuple[tuple[str, str], ...] = option(
+        (), "where ROLE is in an observation dict; repeat per role (defaults: "
+            + ", ".join(f"{role}={key}" for role, key in OPENPI_KEYS.items()) + ")",
+        parse=_openpi_key, metavar="ROLE=KEY", group=OPENPI)
+    openpi_max_frame_bytes: int = option(DEFAULT_OPENPI_MAX_FRAME_BYTES,
+                                         "close an openpi connection that sends a larger frame (code 1009)",
+                                         parse=_count, metavar="BYTES", group=OPENPI)
 
     def __post_init__(self) -> None:
         if (self.models is None) == (self.bundle is None):

@@ -21,6 +21,7 @@ from pathlib import Path
 from l3p.core.errors import UNAVAILABLE, L3PError
 
 READY_RE = re.compile(r"L3P_SERVER_READY port=(\d+)")
+OPENPI_READY_RE = re.compile(r"L3P_OPENPI_READY port=(\d+)")  # before READY, with --openpi-port
 
 
 class ServerStartError(L3PError):
@@ -65,6 +66,7 @@ class LocalServer:
         self.requested_port = port
         self.host = host
         self.port: int | None = None
+        self.openpi_port: int | None = None  # the openpi listener's port (--openpi-port)
         # --exit-with-parent: the server gets SIGTERM if this process dies, even by SIGKILL.
         # (Set by the server itself after exec: a preexec_fn would run Python in a forked copy
         # of this gRPC-using process, which gRPC's fork handlers can abort.)
@@ -151,6 +153,9 @@ class LocalServer:
                     f"server exited with code {code} before it was ready "
                     f"({' '.join(self.command)}); stderr tail:\n{self.stderr_tail()}"
                 )
+            openpi = OPENPI_READY_RE.search(line)
+            if openpi:
+                self.openpi_port = int(openpi.group(1))
             match = READY_RE.search(line)
             if match:
                 self.port = int(match.group(1))

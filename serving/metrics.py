@@ -107,6 +107,10 @@ class Metrics:
             "l3p_model_loads", "Versions loaded (ok) or refused (failed), by model.",
             ["model", "result"], registry=self.registry,
         )
+        self.openpi_connections = prom.Gauge(
+            "l3p_openpi_connections", "Open openpi websocket connections (one robot each).",
+            registry=self.registry,
+        )
         self._models: dict[str, ModelMetrics] = {}
 
     def model(self, name: str) -> ModelMetrics:

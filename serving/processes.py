@@ -19,6 +19,7 @@ supervisor restarts the whole server.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import multiprocessing
@@ -45,9 +46,10 @@ class _Worker:
     exit_code: int | None = field(default=None)
 
 
-def _worker_config(config: ServeConfig, port: int, index: int) -> ServeConfig:
+def _worker_config(config: ServeConfig, port: int, index: int, openpi_port: int | None) -> ServeConfig:
     return dataclasses.replace(config, port=port, processes=1, exit_with_parent=os.getpid(),
-                               metrics_port=config.metrics_port + index if config.metrics_port else 0)
+                               metrics_port=config.metrics_port + index if config.metrics_port else 0,
+                               openpi_port=openpi_port)
 
 
 def _worker(config: ServeConfig, index: int, ready) -> None:
@@ -72,6 +74,13 @@ def run_processes(config: ServeConfig) -> int:
         except BaseException:
             reservation.close()
             raise
+    try:  # the openpi listener's port, held alike for the processes' listeners
+        openpi = (None if config.openpi_port is None
+                  else bind_port(config.host, config.openpi_port, "--openpi-port", shared=True))
+    except BaseException:
+        reservation.close()
+        raise
+    openpi_port = None if openpi is None else openpi.getsockname()[1]
     context = multiprocessing.get_context("spawn")
     workers: list[_Worker] = []
     stopping = failed = False
@@ -85,11 +94,11 @@ def run_processes(config: ServeConfig) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop_all)
-    with reservation:
+    with reservation, openpi if openpi is not None else contextlib.nullcontext():
         for index in range(config.processes):
             receiver, sender = context.Pipe(duplex=False)
             process = context.Process(target=_worker, name=f"l3p-serve-{index}",
-                                      args=(_worker_config(config, port, index), index, sender))
+                                      args=(_worker_config(config, port, index, openpi_port), index, sender))
             process.start()
             sender.close()
             workers.append(_Worker(index, process, receiver))
@@ -118,6 +127,8 @@ def run_processes(config: ServeConfig) -> int:
                 announced = True
                 event(logging.INFO, "serving_processes", port=port, processes=len(workers),
                       pids=[w.process.pid for w in workers])
+                if openpi_port is not None:
+                    print(f"L3P_OPENPI_READY port={openpi_port}", flush=True)
                 print(f"L3P_SERVER_READY port={port}", flush=True)
     if failed:  # 2 as for a single server that cannot start; 1 once it has served
         return 1 if announced else 2

@@ -143,10 +143,13 @@ class Gatekeeper:
         """The status and reason a call of ``method`` with this metadata is refused with, or None
         to admit it: UNAUTHENTICATED without an accepted token, PERMISSION_DENIED for a robot's
         valid token on an admin call."""
+        return self.token_refusal(bearer_token(metadata), method)
+
+    def token_refusal(self, token: str | None, method: str = "") -> tuple[grpc.StatusCode, str] | None:
+        """`refusal` for a token already read from the call (None: it sent none)."""
         table = self.admin if method in ADMIN_METHODS else self.tokens
         if table is None:
             return None  # admin calls without admin tokens are refused by the handler itself
-        token = bearer_token(metadata)
         if token is None:
             return grpc.StatusCode.UNAUTHENTICATED, MISSING_TOKEN
         if table.name_of(token) is not None:
@@ -158,17 +161,20 @@ class Gatekeeper:
     def principal(self, context: grpc.ServicerContext) -> str:
         """``token:NAME``, ``cert:CN``, both joined by a space, or ``""``. Call only for admitted
         calls (the token was checked)."""
+        return self.principal_of(bearer_token(context.invocation_metadata()),
+                                 cert_name(context.auth_context()))
+
+    def principal_of(self, token: str | None, cert: str | None) -> str:
+        """`principal` from the call's token and its client certificate's common name."""
         parts = []
-        token = bearer_token(context.invocation_metadata())
         if self.tokens is not None and token is not None and self.tokens.name_of(token):
             parts.append(f"token:{self.tokens.name_of(token)}")
         elif self.admin is not None and token is not None and self.admin.name_of(token):
             parts.append(f"admin:{self.admin.name_of(token)}")
         elif self.tokens is not None:
             parts.append("token:None")
-        name = cert_name(context.auth_context())
-        if name is not None:
-            parts.append(f"cert:{name}")
+        if cert is not None:
+            parts.append(f"cert:{cert}")
         return " ".join(parts)
 
 
@@ -239,6 +245,17 @@ def server_credentials(cert: Path, key: Path, client_ca: Path | None) -> grpc.Se
         [pair], root_certificates=_read(client_ca, "--tls-client-ca"), require_client_auth=True)
 
 
+def server_tls_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """TLS for a listener Python's ssl serves (/metrics, the openpi websocket): the server's
+    certificate and, with ``client_ca``, mutual TLS (a client certificate it signed is required)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.load_verify_locations(client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 @dataclass(frozen=True)
 class Security:
     credentials: grpc.ServerCredentials | None  # None: plaintext
@@ -274,8 +291,7 @@ def security_from_config(config: ServeConfig) -> Security:
     credentials = metrics_tls = None
     if config.tls_cert is not None:
         credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
-        metrics_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        metrics_tls.load_cert_chain(config.tls_cert, config.tls_key)
+        metrics_tls = server_tls_context(config.tls_cert, config.tls_key)
     tokens = TokenTable.load(config.auth_token_file) if config.auth_token_file is not None else None
     admin = TokenTable.load(config.admin_token_file) if config.admin_token_file is not None else None
     gate = (Gatekeeper(tokens, admin)

@@ -104,6 +104,7 @@ class PlannerServer:
         self._poll_interval_s = poll_interval_s
         self._tasks: list[asyncio.Task] = []  # the reaper and the watch, once started
         self._stops: set[asyncio.Task] = set()
+        self.front_doors: list = []  # other listeners on these sessions (serving/openpi.py)
 
         def make_engine(bundle: Bundle, name: str) -> Engine:
             return Engine(bundle, max_delay_s=batch_delay_s, metrics=self.metrics.model(name))
@@ -181,7 +182,9 @@ class PlannerServer:
         for task in self._tasks:
             task.cancel()
         await self.health.enter_graceful_shutdown()
+        doors = [asyncio.ensure_future(door.stop(grace_s)) for door in self.front_doors]  # in parallel
         await self._server.stop(grace_s)
+        await asyncio.gather(*doors)
 
     def stop_soon(self, grace_s: float | None) -> None:
         """Begins stop(grace_s) and returns at once (for signal handlers on the loop)."""
@@ -195,6 +198,8 @@ class PlannerServer:
         try:
             if self._tasks:  # grpc's own wait never returns for a server not started
                 await self._server.wait_for_termination()
+                for door in self.front_doors:
+                    await door.wait_closed()
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -240,6 +245,8 @@ async def _serve(config: ServeConfig, models: ModelSpec, security: Security, bla
         check_port(config.host, config.port)
         if config.metrics_port:
             check_port(config.metrics_host, config.metrics_port, "--metrics-port")
+        if config.openpi_port:
+            check_port(config.host, config.openpi_port, "--openpi-port")
     try:
         server = PlannerServer(
             models,
@@ -270,6 +277,15 @@ async def _serve(config: ServeConfig, models: ModelSpec, security: Security, bla
             await server.stop(None)
             await server.wait_for_termination()
             raise bind_error(config.metrics_host, config.metrics_port, "--metrics-port", exc) from None
+    if config.openpi_port is not None:
+        from l3p.serving.openpi import open_listener  # websockets: only for a server that speaks it
+
+        try:
+            server.front_doors.append(await open_listener(server, config, security, share_port))
+        except ServeError:
+            await server.stop(None)
+            await server.wait_for_termination()
+            raise
 
     loop = asyncio.get_running_loop()
     signals = 0
@@ -305,7 +321,10 @@ async def _serve(config: ServeConfig, models: ModelSpec, security: Security, bla
           batch_delay_us=config.batch_delay_us, max_message_bytes=MAX_MESSAGE_BYTES,
           tls=security.credentials is not None, mutual_tls=config.tls_client_ca is not None,
           tokens=config.auth_token_file is not None, admin=config.admin_token_file is not None,
-          reflection=config.reflection, replica_id=config.replica_id, **log_fields)
+          reflection=config.reflection, replica_id=config.replica_id,
+          openpi_port=server.front_doors[0].port if server.front_doors else None, **log_fields)
+    if server.front_doors and not share_port:  # with --processes N the parent reports the port
+        print(f"L3P_OPENPI_READY port={server.front_doors[0].port}", flush=True)
     on_ready(server.port)
     await server.wait_for_termination()
     # grpc's tasks for the last calls may still be sending their final status: let them end

@@ -123,10 +123,10 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         # A start whose deadline passes while it is solved must not leave a session nobody knows
         # the id of. gRPC lets the handler run on past the deadline, so one that finishes with
         # under DELIVERY_MARGIN_S left (or none) drops its session and answers so.
-        session, response = await self._start(request, Owner(self._principal(context)))
+        session, response = await self.start_episode(request, Owner(self._principal(context)))
         remaining = context.time_remaining()
         if remaining is not None and remaining < DELIVERY_MARGIN_S:
-            self._discard(session.id, "deadline_passed")
+            self.end_session(session.id, "deadline_passed")
             raise DeadlineError(
                 "the episode was solved too close to the call's deadline to answer; no session "
                 "was kept: retry with a longer deadline"
@@ -136,7 +136,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
     @_answers_errors
     async def Act(self, request, context):
         session = self._store.get(request.session_id, Owner(self._principal(context)))
-        return await self._act(session, request.observation)
+        return await self.step(session, request.observation)
 
     @_answers_errors
     async def EndEpisode(self, request, context):
@@ -161,7 +161,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                             "episode; open a new stream for the next"
                         )
                     # Owned by this stream: no unary call can reach it.
-                    session, started = await self._start(
+                    session, started = await self.start_episode(
                         request.start, Owner.of_stream(self._principal(context)))
                     yield pb.ControlResponse(started=started)
                 elif kind == "observation":
@@ -173,7 +173,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                     # Through the store, as Act: marks the session used (only idleness expires
                     # it), and an episode that idled past the TTL answers NOT_FOUND.
                     live = self._store.get(session.id, session.owner)
-                    action = await self._act(live, request.observation.observation)
+                    action = await self.step(live, request.observation.observation)
                     yield pb.ControlResponse(action=action)
                 else:
                     raise InvalidRequestError(
@@ -184,15 +184,15 @@ class PlannerServicer(pb_grpc.PlannerServicer):
                 await self._abort(context, exc, "Control")
         finally:  # the stream ended for whatever reason: completion, error, client gone
             if session is not None:
-                self._discard(session.id, "stream_closed")
+                self.end_session(session.id, "stream_closed")
 
-    # -- the work shared by unary calls and the stream
+    # -- the work shared by unary calls, the stream and the openpi listener (serving/openpi.py)
 
-    async def _start(self, request: pb.StartEpisodeRequest,
-                     owner: Owner) -> tuple[Session, pb.StartEpisodeResponse]:
+    async def start_episode(self, request: pb.StartEpisodeRequest, owner: Owner,
+                            goal_field: str = "goal") -> tuple[Session, pb.StartEpisodeResponse]:
         model = self._models.get(request.model)
         bundle = model.bundle
-        goal = self._vector(request.goal, "goal", bundle.goal_dim, "goal_dim", bundle.env_id)
+        goal = self._vector(request.goal, goal_field, bundle.goal_dim, "goal_dim", bundle.env_id)
         config, seed = episode_config(request.options, bundle.planner_defaults)
         self._store.check_capacity(owner.principal)  # before the graph solve, a start's costly part
         self._models.hold(model)  # no await since get(): still current; a swap cannot unload it
@@ -210,11 +210,11 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         response.model, response.version = model.name, model.version
         return session, response
 
-    async def _act(self, session: Session, observation) -> pb.ActResponse:
+    async def step(self, session: Session, observation, field: str = "observation") -> pb.ActResponse:
         started = time.perf_counter()
         model: ModelVersion = session.model
         bundle = model.bundle
-        obs = self._vector(observation, "observation", bundle.obs_dim, "obs_dim", bundle.env_id)
+        obs = self._vector(observation, field, bundle.obs_dim, "obs_dim", bundle.env_id)
         async with session.lock:
             planner = session.planner
             step = planner.step_count
@@ -228,7 +228,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
         metrics.step_latency[result.replanned].observe(time.perf_counter() - started)
         return response
 
-    def _discard(self, session_id: str, reason: str) -> None:
+    def end_session(self, session_id: str, reason: str) -> None:
         session = self._store.discard(session_id)
         if session is not None:  # else EndEpisode or the TTL removed it first
             self._models.release(session.model)

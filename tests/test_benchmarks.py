@@ -24,9 +24,26 @@ def benchmark(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("name", ["serve_latency", "start_bursts", "train_throughput", "time_to_success", "swap",
-                                  "landmark_reach", "learning_speed"])
+                                  "landmark_reach", "learning_speed", "openpi_latency"])
 def test_each_benchmark_runs_as_a_script_from_anywhere(name, tmp_path):
     assert benchmark(name, "--help", cwd=tmp_path).stdout.startswith("usage: ")
+
+
+def test_openpi_latency_quick(tmp_path):
+    """A short run: both front doors answer every robot, and the targets are checked against the rows."""
+    out = tmp_path / "openpi.json"
+    printed = benchmark("openpi_latency", "--episodes", "2", "--steps", "5", "--seconds", "0.5", "--robots", "2",
+                        "--out", str(out), cwd=tmp_path).stdout
+    result = json.loads(out.read_text())
+    assert {row["transport"] for row in result["concurrency"]} == {
+        "gRPC Control streams (asyncio clients)", "openpi-client (threads in 1 process)",
+        "openpi-client (threads in 2 processes)", "openpi frames (asyncio clients)"}
+    assert all(row["sessions"] == 2 and row["min_actions_per_session"] > 0 for row in result["concurrency"])
+    assert result["latency"]["openpi-client step (all)"]["n"] == result["latency"]["gRPC Control stream step (all)"]["n"] == 10
+    assert [row["target"] for row in result["targets"]] == [
+        "openpi-client step p50 <= 1.3x the gRPC stream step p50 (keep steps)",
+        "openpi-client step p50 <= 1.3x the gRPC stream step p50 (all steps)"]
+    assert "openpi targets, this run:" in printed
 
 
 def test_swap_under_32_sessions_loses_nothing(tmp_path):
