@@ -161,11 +161,15 @@ def scenario_loop(p: dict) -> dict:
     # 4: served, and the bridge drives the same simulated robot to far goals
     server = start_server(bundle)
     try:
-        bridge, _ = bridge_process(bridge_config(server.target, robots=[ns], goal={"type": "point", "indices": [0, 1]}),
+        # a generous act timeout: on a loaded 2-core machine the first call (the episode start) can take seconds
+        bridge, _ = bridge_process(bridge_config(server.target, robots=[ns], goal={"type": "point", "indices": [0, 1]},
+                                                 act_timeout_s=5.0),
                                    work)
         try:
             run(l3p("ros2", "sim", "--env", ENV, "--namespace", ns, "--episodes", "2", "--seed", "1000", "--pairs", "far",
                     "--max-steps", str(p["steps"]), "--out", str(work / "far.json")), 600)
+        except AssertionError as err:
+            raise AssertionError(f"{err}\nbridge:\n{bridge.output()}") from None
         finally:
             bridge.stop()
     finally:
