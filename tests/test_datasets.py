@@ -563,3 +563,39 @@ def test_the_guides_mapping_files_read_bags_of_their_robots(tmp_path):
     np.testing.assert_array_equal(data.actions, twist.astype(np.float32))
     np.testing.assert_array_equal(data.desired_goals, np.repeat(goal[None, :2], n, axis=0).astype(np.float32))
     assert data.episode_lengths().tolist() == [25, 15]  # the pause over max_gap_s ends an episode
+
+
+def test_bad_minari_datasets_are_one_line_naming_the_file_column_and_step(tmp_path):
+    """Files in Minari's HDF5 layout (episode_<id> groups, T actions, T + 1 observations), broken."""
+    h5py = pytest.importorskip("h5py")
+
+    def write(name: str, lengths: list[int], nan_at: tuple[int, int] | None = None, drop: str = "") -> Path:
+        path = tmp_path / name / "data" / "main_data.hdf5"
+        path.parent.mkdir(parents=True)
+        rng = np.random.default_rng(6)
+        with h5py.File(path, "w") as f:
+            for e, n in enumerate(lengths):
+                g = f.create_group(f"episode_{e}")
+                obs = rng.normal(size=(n + 1, 4))
+                if nan_at and nan_at[0] == e:
+                    obs[nan_at[1], 0] = np.nan
+                for key, value in (("observation", obs), ("achieved_goal", obs[:, :2]), ("desired_goal", obs[:, 2:])):
+                    if key != drop:
+                        g[f"observations/{key}"] = value
+                g["actions"] = rng.uniform(-1, 1, (n, 2)).astype(np.float32)
+        return path
+
+    def error(path: Path) -> str:
+        with pytest.raises(DatasetError) as err:
+            read(mapping_from_dict({"format": "minari", "env_id": "PointMaze_UMaze-v3"}), [path.parents[1]])
+        return str(err.value)
+
+    path = write("missing", [5, 5], drop="achieved_goal")
+    assert error(path).startswith(f"minari {path}: episode_0: column 'observations/achieved_goal': missing (has ")
+    path = write("nan", [5, 6], nan_at=(1, 3))
+    assert error(path) == f"minari {path}: episode_1: column 'observations/observation': NaN or Inf at step 8"
+    path = write("one", [5, 1, 4])
+    assert error(path) == f"minari {path}: episode_1: column 'actions': an episode of 1 step(s) at step 5"
+    path = write("cut", [50, 50])
+    path.write_bytes(path.read_bytes()[:1000])
+    assert error(path).startswith(f"minari {path}: unreadable (truncated or corrupt?")
