@@ -352,7 +352,9 @@ def training(manifest: dict) -> list[str]:
         rates = [f"`{k}` {success[k]:.2f}" for k in ("policy", "l3p") if isinstance(success.get(k), (int, float))]
         where = f"{success.get('eval_episodes', '?')} in-training evaluation episodes"
         if success.get("eval_pairs") == "far":
-            where += f", far pairs ≥ {success.get('eval_min_cells', '?')} cells"
+            # Older manifests keep the distance in the run's config only.
+            cells = success.get("eval_min_cells", p.get("config", {}).get("eval_min_cells"))
+            where += f", far pairs ≥ {cells} cells" if cells is not None else ", far pairs"
         if success.get("eval_max_steps"):
             where += f", {success['eval_max_steps']} steps"
         lines.append(f"- **At export** (the learning curve's last point, {where}): {', '.join(rates)}.")

@@ -69,6 +69,16 @@ def test_the_site_fetches_nothing_from_elsewhere(site):
         assert "fonts.googleapis" not in text and "fonts.gstatic" not in text, page
 
 
+def test_no_code_block_or_table_overflows_its_column_at_desktop_and_phone_widths(site):
+    """scripts/check_pages.py renders the key pages in headless Chromium at 1280 and 390 px."""
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("no Chromium (apt-get install chromium; scripts/test installs it as root)")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_pages.py"), "--site", str(site)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[-1] == "0 overflowing code blocks, tables or broken names"
+
+
 def test_a_broken_link_fails_the_build(tmp_path):
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     shutil.copytree(ROOT / "docs", tmp_path / "docs")

@@ -44,6 +44,16 @@ def test_each_card_is_exactly_what_its_files_give(model):
         f"models/{model.name}/{CARD} drifted from its files; run: l3p card models/{model.name}"
 
 
+# What a card writes where its files lack a value ("far pairs ≥ ? cells"): a lone question mark.
+PLACEHOLDER = re.compile(r"(?<![\w`*?])\?(?=[\s).,;:]|$)", re.MULTILINE)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
+def test_no_card_prints_a_placeholder(model):
+    for number, line in enumerate((model / CARD).read_text().splitlines(), 1):
+        assert not PLACEHOLDER.search(line), f"models/{model.name}/{CARD}:{number}: a placeholder: {line}"
+
+
 def test_the_check_command_passes_on_the_shipped_cards():
     proc = l3p_card("--all", "models", "--check")
     assert proc.returncode == 0, proc.stderr
@@ -144,6 +154,17 @@ def test_the_headline_table_is_the_shipped_models_evaluations(page, prefix):
     rows = re.findall(r"^\| \[([\w.-]+)\]\(" + re.escape(prefix) + r"models/\1/README\.md\) \|[^|\n]*\| "
                       r"\*\*(\d+) / (\d+)\*\* \| (\d+) / (\d+) \|$", text, re.MULTILINE)
     assert [r[0] for r in rows] == ["PointMaze_Large-v3", "AntMaze_UMaze-v5", "AntMaze_Medium-v5"]
+    for name, l3p, n, policy, n_policy in rows:
+        modes = json.loads((ROOT / "models" / name / EVAL).read_text())["modes"]
+        assert (int(l3p), int(n)) == (modes["l3p"]["successes"], modes["l3p"]["episodes"]), name
+        assert (int(policy), int(n_policy)) == (modes["policy"]["successes"], modes["policy"]["episodes"]), name
+
+
+def test_the_results_index_gives_every_models_held_out_numbers():
+    text = (ROOT / "docs" / "results" / "index.md").read_text()
+    rows = re.findall(r"^\| \[([\w.-]+)\]\(\.\./\.\./models/\1/README\.md\) \| \*\*(\d+) / (\d+)\*\* \| "
+                      r"(\d+) / (\d+) \|", text, re.MULTILINE)
+    assert sorted(r[0] for r in rows) == sorted(m.name for m in MODELS)
     for name, l3p, n, policy, n_policy in rows:
         modes = json.loads((ROOT / "models" / name / EVAL).read_text())["modes"]
         assert (int(l3p), int(n)) == (modes["l3p"]["successes"], modes["l3p"]["episodes"]), name
