@@ -4,14 +4,15 @@ when a code block or a table overflows its column, or a name in a table breaks a
     .venv/bin/python scripts/check_pages.py                 # builds the site into a temporary folder
     .venv/bin/python scripts/check_pages.py --site SITE     # a site already built (mkdocs build -d SITE)
 
-Needs a Chromium (Debian: ``apt-get install chromium``; ``--chromium PATH`` for another). The site is
-served on a loopback port; each page is copied with a script that measures it once loaded, and shown
-in a frame of the width measured (a headless window has a minimum width above a phone's); Chromium
-prints the outer page's DOM, where the frame wrote its measurements. Per page and width it reports the content column's width, the code blocks whose text is
-wider than their box (clipped, to be scrolled), the tables wider than the column and not inside a
-scrolling box, the names (``code`` or links in table cells) broken over lines, and how much each
-picture is scaled down (a picture drawn at 1,600 px and shown at 700 has its text at 0.44 of its
-size). Exit status 1 when anything overflows or breaks (pictures are reported, not judged).
+Needs a Chromium (Debian: ``apt-get install chromium``; ``--chromium PATH`` for another). The site
+is served on a loopback port; each page is copied with a script that measures it once loaded, and
+shown in a frame of the width measured (a headless window has a minimum width above a phone's);
+Chromium prints the outer page's DOM, where the frame wrote its measurements. Per page and width it
+reports the content column's width, the code blocks whose text is wider than their box (clipped, to
+be scrolled), the tables wider than the column and not inside a scrolling box, the names (``code``
+or links in table cells) broken over lines, and how much each picture is scaled down (a picture
+drawn at 1,600 px and shown at 700 has its text at 0.44 of its size). Exit status 1 when anything
+overflows or breaks (pictures are reported, not judged).
 """
 from __future__ import annotations
 
