@@ -37,8 +37,10 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
 def import_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="l3p dataset import", description="convert recordings to one dataset file")
     parser.add_argument("format", choices=FORMATS)
-    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="bags, LeRobot or Minari folders, .npz files")
-    parser.add_argument("--out", type=Path, required=True, help="the .npz to write (written only if every check passes)")
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="bags, LeRobot or Minari folders, .npz files")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="the .npz to write (written only if every check passes)")
     parser.add_argument("--mapping", metavar="YAML", type=Path,
                         help="which topic/column is the observation, action, goals (docs/guides/recordings.md)")
     parser.add_argument("--env-id", default=None, help="the goal env the recording is of (overrides the mapping's)")

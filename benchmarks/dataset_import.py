@@ -58,8 +58,10 @@ def write_bag(path: Path, obs: np.ndarray, actions: np.ndarray, goals: np.ndarra
                             effort=np.zeros(0))
                 w.write(c_obs, t + 1000, store.serialize_cdr(msg, JS))
             else:
-                w.write(c_obs, t + 1000, store.serialize_cdr(T[F64](layout=layout, data=obs[i].astype(np.float64)), F64))
-            w.write(c_act, t + 5_000_000, store.serialize_cdr(T[F64](layout=layout, data=actions[i].astype(np.float64)), F64))
+                msg = T[F64](layout=layout, data=obs[i].astype(np.float64))
+                w.write(c_obs, t + 1000, store.serialize_cdr(msg, F64))
+            msg = T[F64](layout=layout, data=actions[i].astype(np.float64))
+            w.write(c_act, t + 5_000_000, store.serialize_cdr(msg, F64))
 
 
 def best(fn, repeats: int) -> tuple[float, object]:
@@ -81,7 +83,8 @@ def rosbags_iteration(bag: Path) -> int:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=200_000, help="steps per recording (default 200,000: ~67 min at 50 Hz)")
+    ap.add_argument("--steps", type=int, default=200_000,
+                    help="steps per recording (default 200,000: ~67 min at 50 Hz)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, help="write the results as JSON")
     args = ap.parse_args(argv)
@@ -93,11 +96,13 @@ def main(argv: list[str] | None = None) -> dict:
         joints = [f"joint_{k}" for k in range(7)]
         goals = np.repeat(rng.uniform(0, 10, (n // 200 + 1, 2)), 200, axis=0)[:n]
         cases = {"point maze (array obs [4], command [2])": (rng.normal(size=(n, 4)), rng.uniform(-1, 1, (n, 2)), None),
-                 "7-joint arm (JointState [14], command [7])": (rng.normal(size=(n, 14)), rng.uniform(-1, 1, (n, 7)), joints)}
+                 "7-joint arm (JointState [14], command [7])": (rng.normal(size=(n, 14)), rng.uniform(-1, 1, (n, 7)),
+                                                                joints)}
         for name, (obs, actions, names) in cases.items():
             bag = work / f"bag-{len(rows)}"
             write_bag(bag, obs, actions, goals, names)
-            part = {"topic": "/robot/observation", **({"joints": names, "fields": ["position", "velocity"]} if names else {})}
+            part = {"topic": "/robot/observation",
+                    **({"joints": names, "fields": ["position", "velocity"]} if names else {})}
             mapping = mapping_from_dict({"format": "rosbag2", "env_id": "bench", "observation": [part],
                                          "action": [{"topic": "/robot/commands"}], "achieved_goal_indices": [0, 1],
                                          "desired_goal": [{"topic": "/robot/goal", "fields": ["point.x", "point.y"]}]})
@@ -116,7 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
             def arrow_read() -> int:
                 import pyarrow.parquet as pq
 
-                return sum(pq.read_table(f, columns=["observation.state", "action", "episode_index", "frame_index"]).num_rows
+                columns = ["observation.state", "action", "episode_index", "frame_index"]
+                return sum(pq.read_table(f, columns=columns).num_rows
                            for f in sorted((root / "data").rglob("*.parquet")))
             ref_s, _ = best(arrow_read, args.repeats)
             read_s, (data, _) = best(lambda: read(lr, [root]), args.repeats)

@@ -95,7 +95,8 @@ def over_ros2(steps: int, rate: float, rotate_steps: int, n_samples: int, publis
     rss = [mb for _, mb in samples]
     return {"steps": steps, "rate_hz": rate, "seconds": seconds, "steps_per_s": steps / seconds, "files": len(files),
             "steps_recorded": stats["steps"], "steps_read_back": read_back, "episodes": stats["episodes"],
-            "dropped": stats["dropped"], "rss_mb_samples": samples, "messages_published": 2 * steps + (steps + 199) // 200,
+            "dropped": stats["dropped"], "rss_mb_samples": samples,
+            "messages_published": 2 * steps + (steps + 199) // 200,
             "recorder": {k: stats[k] for k in ("messages", "short_episodes_left_out", "episodes_cut", "bad_messages")},
             "rss_mb_first_quarter_max": max(rss[: max(1, len(rss) // 4)]),
             "rss_mb_last_quarter_max": max(rss[-max(1, len(rss) // 4):])}
@@ -158,13 +159,15 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rss = [mb for _, mb in samples]
-    out = {"steps": steps, "hours": args.hours, "rate_hz": args.rate, "seconds": seconds, "steps_per_s": steps / seconds,
+    out = {"steps": steps, "hours": args.hours, "rate_hz": args.rate, "seconds": seconds,
+           "steps_per_s": steps / seconds,
            "files": len(files), "steps_read_back": read_back, "episodes": episodes, "rss_mb_start": start_rss,
            "rss_mb_samples": samples, "rss_mb_first_quarter_max": max(rss[: max(1, len(rss) // 4)]),
            "rss_mb_last_quarter_max": max(rss[-max(1, len(rss) // 4):]), "dropped": result["dropped"],
            "reference_all_rows_in_memory_mb": ref_mb}
     print(f"Recorder memory: {steps:,} steps ({args.hours:g} h at {args.rate:g} Hz) in {seconds:.0f} s "
-          f"({out['steps_per_s']:,.0f} steps/s), {len(files)} files, {read_back:,} steps read back in {episodes:,} episodes")
+          f"({out['steps_per_s']:,.0f} steps/s), {len(files)} files, {read_back:,} steps read back in "
+          f"{episodes:,} episodes")
     print(f"{'steps':>12} {'RSS MB':>8}")
     for k, mb in samples:
         print(f"{k:>12,} {mb:>8.1f}")

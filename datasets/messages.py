@@ -51,7 +51,8 @@ def message_vector(msg: Any, part: Part, fields: tuple[str, ...]) -> np.ndarray:
         index = {name: i for i, name in enumerate(names)}
         missing = [j for j in part.joints if j not in index]
         if missing:
-            raise BadMessage(f"has no joint(s) {', '.join(map(repr, missing))} (has {', '.join(map(repr, names)) or 'none'})")
+            raise BadMessage(f"has no joint(s) {', '.join(map(repr, missing))} "
+                             f"(has {', '.join(map(repr, names)) or 'none'})")
         rows = [index[j] for j in part.joints]
         parts = []
         for f in fields:

@@ -89,7 +89,8 @@ def read(mapping: Mapping, paths: list[Path]) -> tuple[Dataset, dict[str, Any]]:
                "sources": [_describe(Path(p)) for p in paths], "mapping": _mapping_record(mapping)}
     dataset = Dataset(
         observations=merged.pop("observations").astype(np.float32), actions=merged.pop("actions").astype(np.float32),
-        terminals=merged.pop("terminals").astype(np.float32), achieved_goals=merged.pop("achieved_goals").astype(np.float32),
+        terminals=merged.pop("terminals").astype(np.float32),
+        achieved_goals=merged.pop("achieved_goals").astype(np.float32),
         metadata={"format": FORMAT, "format_version": FORMAT_VERSION, "env_id": env_id, "made_by": made_by},
         desired_goals=(merged.pop("desired_goals").astype(np.float32) if "desired_goals" in merged else None),
         extras=merged)
@@ -135,10 +136,12 @@ def open_dataset(path: str | os.PathLike[str], *, check_digest: bool = True) -> 
 
 
 def import_to(out: str | os.PathLike[str], mapping: Mapping, paths: list[Path]) -> tuple[str, dict[str, Any]]:
-    """Convert to one .npz at ``out`` (nothing is written there unless every check passed); its digest and the report."""
+    """Convert to one .npz at ``out`` (nothing is written there unless every check passed); its digest
+    and the report."""
     dataset, report = read(mapping, [Path(p) for p in paths])
     digest = save_dataset(out, observations=dataset.observations, actions=dataset.actions,
                           terminals=dataset.terminals, achieved_goals=dataset.achieved_goals, env_id=dataset.env_id,
-                          made_by={**dataset.metadata["made_by"], "report": {k: report[k] for k in ("steps", "dropped")}},
+                          made_by={**dataset.metadata["made_by"],
+                                   "report": {k: report[k] for k in ("steps", "dropped")}},
                           desired_goals=dataset.desired_goals, **dataset.extras)
     return digest, report

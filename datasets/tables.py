@@ -52,7 +52,8 @@ def _arrow_matrix(column: Any, where: str) -> np.ndarray:
             raise DatasetError(f"{where}: step {int(odd[0])} has {int(lengths[odd[0]])} values, step 0 has "
                                f"{int(lengths[0])}")
         flat = array.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-        return flat.to_numpy(zero_copy_only=False).astype(np.float64).reshape(len(array), int(lengths[0]) if len(lengths) else 0)
+        width = int(lengths[0]) if len(lengths) else 0
+        return flat.to_numpy(zero_copy_only=False).astype(np.float64).reshape(len(array), width)
     if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
         return array.to_numpy(zero_copy_only=False).astype(np.float64).reshape(-1, 1)
     raise DatasetError(f"{where}: type {kind} is not numbers or lists of numbers")
@@ -88,7 +89,8 @@ def read_lerobot(root: Path, m: Mapping) -> tuple[dict[str, np.ndarray | None], 
         except DatasetError:
             raise
         except (pa.ArrowException, OSError) as err:
-            raise DatasetError(f"lerobot {f}: unreadable (truncated or corrupt? {' '.join(str(err).split())[:200]})") from None
+            raise DatasetError(f"lerobot {f}: unreadable (truncated or corrupt? "
+                               f"{' '.join(str(err).split())[:200]})") from None
         for c in wanted:
             values[c].append(_check_values(_arrow_matrix(table.column(c), f"lerobot {f}: column {c!r}"),
                                            f"lerobot {f}: column {c!r}", offset))
@@ -168,7 +170,8 @@ def read_minari(root: Path, m: Mapping) -> tuple[dict[str, np.ndarray | None], d
     try:
         f = h5py.File(path, "r")
     except OSError as err:
-        raise DatasetError(f"minari {path}: unreadable (truncated or corrupt? {' '.join(str(err).split())[:200]})") from None
+        raise DatasetError(f"minari {path}: unreadable (truncated or corrupt? "
+                           f"{' '.join(str(err).split())[:200]})") from None
     with f:
         names = sorted((k for k in f if k.startswith("episode_")), key=lambda k: int(k.split("_")[1]))
         if not names:

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ros2_harness import RESULT, ROOT, Process, child_env, in_netns, l3p, netns_unavailable  # noqa: E402
+from ros2_harness import RESULT, Process, in_netns, l3p, netns_unavailable  # noqa: E402
 
 from l3p.core.dataset import load_dataset  # noqa: E402
 from l3p.datasets.align import NO_GOAL, NO_OBSERVATION, SUPERSEDED, LiveAligner, Stream, align  # noqa: E402

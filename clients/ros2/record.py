@@ -158,6 +158,7 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     node = rclpy.create_node("l3p_record")
     profile = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT if qos == "best_effort"
                          else ReliabilityPolicy.RELIABLE)
+
     def callback(topic: str, kind: str, uses: list) -> Any:
         def on_message(msg: Any, info: Any) -> None:
             now = time.time_ns()  # rmw's receive stamps are system time; 0 where an rmw has none
