@@ -32,6 +32,9 @@ and ``episodes``; every public name is importable from this module.
 Errors are typed (``InvalidArgument``, ``NotFound``, ``FailedPrecondition``,
 ``ResourceExhausted``, ``Unavailable``, ``DeadlineExceeded``, ``Unauthenticated``; all
 ``PlannerError``) and carry the server's message in ``.message`` and the gRPC status in ``.code``.
+An observation the server refuses (``InvalidArgument``: a wrong length, NaN/Inf, a value beyond
+float32) leaves the episode usable: the next ``act`` goes on (on a stream, which the server ends
+on a refused message, in a new one with the same goal: one re-plan, counted by ``ep.reopens``).
 
 A server hosting several models (``l3p serve --models DIR``): name one per client; a client that
 names none gets the server's default model::

@@ -1,5 +1,8 @@
 """An episode: one server-side session, over unary calls (`Episode`) or one ``Control`` stream
-(`StreamEpisode`). Both end their session on every exit path and can resume a lost one."""
+(`StreamEpisode`). Both end their session on every exit path and can resume a lost one. A step the
+server refuses (INVALID_ARGUMENT) raises and leaves either usable: a unary session is untouched; the
+server ends a stream on a refused message, so the next step opens a new one (same goal and options,
+a new session: one re-plan; ``reopens`` counts them)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,15 @@ from typing import Any, Protocol
 import grpc
 import numpy as np
 
-from l3p.clients.errors import LOST, DeadlineExceeded, NotFound, PlannerError, Unavailable, translate
+from l3p.clients.errors import (
+    LOST,
+    DeadlineExceeded,
+    InvalidArgument,
+    NotFound,
+    PlannerError,
+    Unavailable,
+    translate,
+)
 from l3p.clients.messages import EpisodeSummary, RetryPolicy, Step, as_floats
 from l3p.protos import l3p_planner_pb2 as pb
 
@@ -176,11 +187,13 @@ class StreamEpisode:
         self.max_duration_s = max_duration_s
         self.resume = resume
         self.resumes = 0
+        self.reopens = 0  # streams opened again after the server refused a step
         self.session_id: str | None = None
         self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
         self._stream: _Stream | None = None
         self._error: PlannerError | None = None
         self._closed = False
+        self._ended = False  # by its owner (end or the with block), never to be reopened
         self._steps = 0
         self._replans = 0
 
@@ -258,6 +271,9 @@ class StreamEpisode:
     def act(self, observation: Any, *, timeout: float | None = None) -> Step:
         if self._stream is None:
             raise RuntimeError("stream episode not started")
+        if isinstance(self._error, InvalidArgument) and not self._ended:
+            self._open()  # the refused message ended the stream, not the episode
+            self.reopens += 1
         try:
             step = self._exchange(observation, timeout)
         except PlannerError as lost:
@@ -276,6 +292,7 @@ class StreamEpisode:
 
     def end(self) -> EpisodeSummary:
         """Close the stream (idempotent); steps and re-plans as counted by this client."""
+        self._ended = True
         self._shutdown(cancel=self._error is not None)
         return EpisodeSummary(steps=self._steps, replans=self._replans)
 
@@ -284,4 +301,5 @@ class StreamEpisode:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         # On an exception, cancel rather than half-close: the server ends the session either way.
+        self._ended = True
         self._shutdown(cancel=exc_type is not None)

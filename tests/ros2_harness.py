@@ -532,7 +532,13 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-SCENARIOS = {"lockstep": scenario_lockstep, "faults": scenario_faults}
+def scenario_protocol(p: dict[str, Any]) -> dict[str, Any]:
+    from ros2_protocol import scenario_protocol as protocol  # its own module (this one is long enough)
+
+    return protocol(p)
+
+
+SCENARIOS = {"lockstep": scenario_lockstep, "faults": scenario_faults, "protocol": scenario_protocol}
 
 
 if __name__ == "__main__":

@@ -163,6 +163,27 @@ def test_typed_errors_carry_the_server_message(client):
         client.act("no-such-session", OBS)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["unary", "stream"])
+@pytest.mark.parametrize("bad, message", [
+    (np.r_[1e39, OBS[1:]], "observation[0] is inf"),  # finite in float64, not in float32 (the wire's)
+    (np.zeros(3), "observation has 3 values"),
+], ids=["beyond-float32", "wrong-length"])
+def test_a_refused_observation_leaves_the_episode_usable(client, stream, bad, message):
+    open_episode = client.stream_episode if stream else client.episode
+    with open_episode(GOAL, mode="l3p", seed=1) as ep:
+        first = ep.act(OBS)
+        with pytest.raises(InvalidArgument, match=re.escape(message)):
+            ep.act(bad)
+        steps = [ep.act(OBS + 0.01 * i) for i in range(10)]
+    assert first.step == 0 and len(steps) == 10
+    for s in steps:
+        assert s.action.shape == (4,) and np.all(np.isfinite(s.action)) and np.all(np.abs(s.action) <= 1.0)
+    if stream:  # the server ended the refused stream: a new session took the episode on, re-planning once
+        assert ep.reopens == 1 and [s.step for s in steps] == list(range(10)) and steps[0].replanned
+    else:  # the session never saw the refused observation
+        assert [s.step for s in steps] == list(range(1, 11))
+
+
 def test_stream_observation_before_goal_is_failed_precondition(target):
     # The client API cannot send this; a raw stream checks the server's code reaches our type.
     with grpc.insecure_channel(target) as channel:

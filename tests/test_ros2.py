@@ -79,9 +79,14 @@ def test_messages_become_checked_vectors():
         observation_vector(array_message([1, 2, 3]), ObservationSpec(), 4)
     with pytest.raises(BadMessage, match="NaN or Inf at index 1"):
         observation_vector(array_message([1, np.nan, 3]), ObservationSpec(), 3)
+    with pytest.raises(BadMessage, match="observation has 1e\\+39 at index 2, beyond float32"):
+        observation_vector(array_message([1, 2, 1e39]), ObservationSpec(), 3)  # finite in float64 only
     pose = PoseStamped()
     pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = 1.5, -2.0, 0.3
     np.testing.assert_array_equal(goal_vector(pose, GoalSpec(type="pose", indices=(0, 1)), 2), [1.5, -2.0])
+    pose.pose.position.x = -1e300
+    with pytest.raises(BadMessage, match="goal has -1e\\+300 at index 0, beyond float32"):
+        goal_vector(pose, GoalSpec(type="pose"), 3)
 
 
 # --------------------------------------------------------------------------- against a real ROS 2 stack
@@ -96,6 +101,7 @@ def test_bridge_and_sim_robot_in_lockstep_match_the_grpc_runner():
     r = run_scenario("lockstep", dict(model="FetchPush-v4", env_id="FetchPush-v4", episodes=3, seed=2_000_000_000,
                                       achieved=[3, 4, 5]))
     assert r["topics"] == {
+        "/arm/action_stamped": ["sensor_msgs/msg/JointState"],
         "/arm/forward_command_controller/commands": ["std_msgs/msg/Float64MultiArray"],
         "/arm/goal": ["geometry_msgs/msg/PointStamped"],
         "/arm/observation": ["std_msgs/msg/Float64MultiArray"],
@@ -111,6 +117,7 @@ def test_bridge_and_sim_robot_in_lockstep_match_the_grpc_runner():
     assert r["rosbags"] == {"messages": 151, "bytes_equal": True, "matches_applied": True, "after": [[0.0] * 4]}
     assert r["bridge_exit"] == 0
     assert r["last_status"]["state"] == "stopped" and r["last_status"]["episode"] == "2"
+    assert r["last_status_level"] == 1  # WARN: a monitor watching levels sees the bridge stop
     assert r["last_status"]["holds"] == "0" and r["last_status"]["bad_messages"] == "0"
     stats = r["stats"]["/arm"]
     assert (stats["episodes"], stats["actions"], stats["holds"], stats["resumes"]) == (3, 150, 0, 0)
@@ -142,6 +149,117 @@ def test_bridge_holds_on_faults_and_resumes_after_a_server_restart():
     assert r["after_stop"] == [[0.0] * 4]  # observations stopped: the hold, once
     assert r["term"] == [[0.0] * 4] and r["bridge_exit"] == 0
     assert r["final_status"]["state"] == "stopped" and r["final_status"]["bad_messages"] == "4"
+
+
+# --------------------------------------------------------------------------- the episode protocol
+
+FLOAT32 = "(the planner's values are float32, |x| <= 3.403e+38)"
+
+
+@pytest.fixture(scope="module")
+def protocol():
+    """One run of the ``protocol`` scenario (tests/ros2_protocol.py): a robot in this test's process
+    against the bridge and a real server (mode policy), each point below asserted on it."""
+    if REASON is not None:
+        pytest.skip(REASON)
+    r = run_scenario("protocol", dict(observation_timeout_s=1.0, back_to_back=20))
+    # Which command answered each observation: in lockstep, the first action (unlabelled message)
+    # after it was published; and which goal's policy that action is.
+    actions = [data for labels, data in r["commands"][:r["term_from"]] if not labels]
+    for i, sent in enumerate(r["sent"]):
+        later = r["sent"][i + 1]["answers_before"] if i + 1 < len(r["sent"]) else len(actions)
+        answer = actions[sent["answers_before"]] if later > sent["answers_before"] else None
+        sent["answer"] = answer
+        sent["answered_for"] = [goal for goal in ("a", "b") if answer is not None and sent[f"policy_{goal}"]
+                                is not None and np.array_equal(np.float32(answer), np.float32(sent[f"policy_{goal}"]))]
+    r["actions"] = actions
+    return r
+
+
+def errors(statuses):
+    return [(level, message) for level, message, _ in statuses if level == 2]
+
+
+@needs_ros2
+def test_an_observation_beyond_float32_is_refused_and_the_episode_goes_on(protocol):
+    """1e39 (finite in float64, Inf in float32): one ERROR status, nothing sent, and the next 10
+    observations get their 10 actions from the same episode."""
+    r = protocol["beyond_float32"]
+    assert errors(r["statuses"]) == [
+        (2, f"bad observation: observation has 1e+39 at index 3, beyond float32 {FLOAT32}")]
+    assert not r["answered"]
+    assert protocol["after_beyond_float32"] == [True] * 10
+    refused = next(i for i, s in enumerate(protocol["sent"]) if s["policy_b"] is None)
+    after = protocol["sent"][refused + 1:refused + 11]
+    assert [s["answered_for"] for s in after] == [["b"]] * 10
+    assert {s["episode"] for _, _, s in r["statuses"]} == {r["before"]["episode"]}
+
+
+@needs_ros2
+def test_a_goal_beyond_float32_is_a_bad_message_and_the_episode_goes_on(protocol):
+    """A goal of 1e300: counted, one ERROR status; the running episode (and its session) goes on,
+    the server is never called "unavailable"."""
+    r = protocol["bad_goals"]
+    assert errors(r["statuses"])[:1] == [(2, f"bad goal: goal has 1e+300 at index 0, beyond float32 {FLOAT32}")]
+    assert not [s for _, _, s in r["statuses"] if s["server"] != "ok" or s["state"] == "server_unavailable"]
+    after = protocol["after_bad_goals_status"]
+    assert (after["episode"], after["session"], after["goal"]) == (r["before"]["episode"], r["before"]["session"],
+                                                                   r["before"]["goal"])
+    assert int(after["bad_messages"]) == int(r["before"]["bad_messages"]) + 2  # and the goal in another frame
+    assert [s["answered_for"] for s in protocol["sent"][-3:]] == [["b"]] * 3
+
+
+@needs_ros2
+def test_a_goal_in_another_frame_is_refused(protocol):
+    r = protocol["bad_goals"]
+    assert errors(r["statuses"])[1:] == [(2, "bad goal: goal is in frame 'map'; the bridge's frame_id is 'world'")]
+    assert protocol["after_bad_goals_status"]["episode"] == r["before"]["episode"]
+
+
+@needs_ros2
+def test_the_goal_handshake_ties_observations_to_their_goal(protocol):
+    """The status names the goal's stamp once its episode runs; an observation stamped before the goal
+    is dropped (WARN, counted), never answered by the new goal's session; the same goal with a newer
+    stamp is a new episode; a goal and an observation published back to back: the observation is
+    answered by that goal's episode, every time."""
+    h = protocol["handshake"]
+    assert h["goal_stamp"] == h["sent_stamp"] and h["episode"] == "0"
+    stale = protocol["stale"]
+    assert not stale["answered"]
+    assert [(level, message) for level, message, _ in stale["statuses"] if level != 0] == [
+        (1, "observation stamped 0.500 s before the goal: dropped")]
+    assert protocol["stats"]["stale_observations"] == 1
+    same = protocol["same_goal_new_stamp"]
+    assert same["after"]["goal"] == same["before"]["goal"] and same["after"]["goal_stamp"] == same["stamp"]
+    assert int(same["after"]["episode"]) == int(same["before"]["episode"]) + 1
+    assert same["after"]["session"] not in ("", same["before"]["session"])
+    b2b = [protocol["sent"][i] for i in protocol["back_to_back"]]
+    assert len(b2b) == 20 and [s["answered_for"] for s in b2b] == [[s["goal"]] for s in b2b]
+
+
+@needs_ros2
+def test_holds_and_actions_are_told_apart(protocol):
+    """On the action topic (ros2_control's) a hold is labelled ``hold``, an action is not; on
+    action_stamped, every action and only actions, each stamped with the observation it answers. A
+    lockstep robot paused past the observation timeout gets the hold between two actions."""
+    commands = protocol["commands"][:protocol["term_from"]]
+    assert all(labels in ([], ["hold"]) for labels, _ in commands)
+    assert all(data == [0.0] * 4 for labels, data in commands if labels)
+    # The first 7 observations, in lockstep with a pause after the 4th: 4 actions, the hold, 3 actions.
+    assert [s["stamp"] for s in protocol["sent"][:7]] == protocol["lockstep"]
+    assert [labels for labels, _ in commands[:8]] == [[]] * 4 + [["hold"]] + [[]] * 3
+    assert [s["answered_for"] for s in protocol["sent"][:7]] == [["a"]] * 7
+    answered = [s for s in protocol["sent"] if s["answer"] is not None]
+    assert protocol["stamped"] == [[s["stamp"], s["answer"]] for s in answered]
+    assert [values for _, values in protocol["stamped"]] == protocol["actions"]
+
+
+@needs_ros2
+def test_a_stopped_bridge_says_so_above_ok(protocol):
+    level, message, status = protocol["final_status"]
+    assert (level, message, status["state"]) == (1, "bridge stopped; hold published", "stopped")
+    assert protocol["commands"][protocol["term_from"]:] == [[["hold"], [0.0] * 4]]
+    assert protocol["bridge_exit"] == 0
 
 
 def test_l3p_ros2_is_listed_without_the_extra(capsys):

@@ -59,7 +59,11 @@ class Topics:
 
     observation: str = "observation"
     goal: str = "goal"
-    action: str = "forward_command_controller/commands"  # ros2_control's forward_command_controller input
+    # ros2_control's forward_command_controller input (std_msgs/Float64MultiArray): every action and
+    # every hold, a hold labelled (convert.HOLD_LABEL)
+    action: str = "forward_command_controller/commands"
+    # sensor_msgs/JointState: every action (never a hold), stamped with the observation it answers; "" = none
+    action_stamped: str = "action_stamped"
     subgoal: str = "subgoal"
     status: str = "status"
     success: str = ""  # optional std_msgs/Bool the robot reports success on (recorded); "" = none
@@ -93,7 +97,7 @@ class BridgeConfig:
     hold: str = "zeros"  # the hold command: "zeros", "none" (publish nothing) or "values"
     hold_values: tuple[float, ...] = ()  # hold == "values": the command to publish
     status_period_s: float = 1.0  # status heartbeat between steps
-    frame_id: str = "world"  # the subgoal's frame when the goal message carries none
+    frame_id: str = "world"  # the goal's frame (a goal stamped in another is refused) and the subgoal's
     robots: tuple[str, ...] = ("",)  # one namespace per robot this process serves ("" = the node's own)
     topics: Topics = Topics()
     qos: Qos = Qos()

@@ -1,5 +1,8 @@
 """ROS 2 messages <-> the planner's vectors. A message that cannot become a valid vector raises
-`BadMessage` naming the problem (the bridge reports it on its status topic and acts on nothing)."""
+`BadMessage` naming the problem (the bridge reports it on its status topic and acts on nothing).
+
+The planner takes float32 values: a value a float32 cannot hold (beyond +-3.4e38) is refused here,
+where the robot's message is still known, rather than turned into Inf on the wire."""
 
 from __future__ import annotations
 
@@ -7,13 +10,20 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PointStamped, PoseStamped
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from l3p.clients.ros2.config import GoalSpec, ObservationSpec
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+# The label of a hold's one dimension on the action topic: a robot tells a hold from an action by it
+# (forward_command_controller reads only the data).
+HOLD_LABEL = "hold"
+
+
 class BadMessage(ValueError):
-    """A message the bridge refuses: wrong length, NaN/Inf, missing joints."""
+    """A message the bridge refuses: wrong length, NaN/Inf, beyond float32, missing joints, wrong frame."""
 
 
 def observation_message_type(spec: ObservationSpec) -> type:
@@ -43,9 +53,13 @@ def _select(vec: np.ndarray, indices: tuple[int, ...], what: str) -> np.ndarray:
 def _checked(vec: np.ndarray, dim: int, what: str) -> np.ndarray:
     if vec.shape != (dim,):
         raise BadMessage(f"{what} has {vec.size} values, the model wants {dim}")
-    bad = np.flatnonzero(~np.isfinite(vec))
-    if bad.size:
-        raise BadMessage(f"{what} has NaN or Inf at index {int(bad[0])}")
+    fits = np.abs(vec) <= FLOAT32_MAX  # False for NaN and Inf too: one pass for every valid message
+    if not fits.all():
+        i = int(np.flatnonzero(~fits)[0])
+        if not np.isfinite(vec[i]):
+            raise BadMessage(f"{what} has NaN or Inf at index {i}")
+        raise BadMessage(f"{what} has {vec[i]:g} at index {i}, beyond float32 (the planner's values are "
+                         f"float32, |x| <= {FLOAT32_MAX:.4g})")
     return vec
 
 
@@ -91,9 +105,23 @@ def goal_vector(msg: Any, spec: GoalSpec, dim: int) -> np.ndarray:
     return _checked(_select(vec, spec.indices, "goal"), dim, "goal")
 
 
-def goal_frame(msg: Any, default: str) -> str:
+def check_goal_frame(msg: Any, frame_id: str) -> None:
+    """A goal stamped in another frame than the bridge's ``frame_id`` is refused (no frame: the bridge's)."""
     header = getattr(msg, "header", None)
-    return header.frame_id if header is not None and header.frame_id else default
+    frame = header.frame_id.lstrip("/") if header is not None else ""
+    if frame and frame != frame_id.lstrip("/"):
+        raise BadMessage(f"goal is in frame {header.frame_id!r}; the bridge's frame_id is {frame_id!r}")
+
+
+def header_stamp(msg: Any) -> Any:
+    """The message's ``header.stamp``, or None for a message without a header (``Float64MultiArray``)."""
+    header = getattr(msg, "header", None)
+    return header.stamp if header is not None else None
+
+
+def stamp_ns(stamp: Any) -> int:
+    """A ``builtin_interfaces/Time`` in nanoseconds; 0 for None or a zero stamp (not stamped)."""
+    return 0 if stamp is None else stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 def array_message(values: Any, label: str = "") -> Float64MultiArray:
@@ -103,6 +131,15 @@ def array_message(values: Any, label: str = "") -> Float64MultiArray:
     if label:
         msg.layout.dim = [MultiArrayDimension(label=label, size=data.size, stride=data.size)]
     msg.data = data.tolist()
+    return msg
+
+
+def stamped_action_message(values: Any, stamp: Any) -> JointState:
+    """The action as a ``JointState`` stamped with the observation it answers (``position``: the values)."""
+    msg = JointState()
+    if stamp is not None:
+        msg.header.stamp = stamp
+    msg.position = np.asarray(values, dtype=np.float64).ravel().tolist()
     return msg
 
 

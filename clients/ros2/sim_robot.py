@@ -7,11 +7,15 @@ after each step its success (``std_msgs/Bool``); it applies the actions it recei
 topic. Episodes are the runner's (``l3p.clients.runner.episode_plan``: env seed ``seed + i``, maze
 far pairs), so a run can be compared with ``l3p eval`` on the same seeds.
 
-Each episode starts once the bridge's status shows it pursuing this episode's goal (so the goal and
-the first observation cannot overtake each other).
+Each episode starts with the goal handshake a robot owes the bridge: the goal, stamped once and
+re-sent as the same message, until the bridge's status shows an episode pursuing it (its
+``goal_stamp``; for an unstamped ``array`` goal, its values); only then the first observation, so
+no observation of this episode can be answered by the previous one's session.
 
-- ``lockstep``: the env steps only when the action for its last observation arrives, which makes
-  runs comparable step for step with the gRPC runner.
+- ``lockstep``: the env steps only when the answer to its last observation arrives, which makes runs
+  comparable step for step with the gRPC runner. What arrived before the observation was published
+  answers none of it (a hold the bridge sent while the env stepped) and is dropped; a hold after it
+  means the bridge could not act on it, and is applied for that step.
 - ``rate_hz``: the env steps every period with the newest command received (like a
   forward_command_controller, it keeps the last one); a period in which no action answered the
   observation is counted as missed.
@@ -36,7 +40,7 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool, Float64MultiArray
 
 from l3p.clients.ros2.config import Topics
-from l3p.clients.ros2.convert import array_message, point_message
+from l3p.clients.ros2.convert import array_message, header_stamp, point_message, stamp_ns
 from l3p.clients.runner import episode_plan, open_env
 from l3p.core.errors import UNAVAILABLE, L3PError
 from l3p.sim import mazes
@@ -122,26 +126,33 @@ class SimRobot:
         rclpy.try_shutdown()
         close_env(self.env)
 
-    def _publish_goal(self, goal: np.ndarray) -> None:
+    def _goal_message(self, goal: np.ndarray) -> Any:
         if self.c.goal_type == "array":
-            self.pub_goal.publish(array_message(goal))
-        else:
-            self.pub_goal.publish(point_message(goal, self.c.frame_id, self.node.get_clock().now().to_msg()))
+            return array_message(goal)
+        return point_message(goal, self.c.frame_id, self.node.get_clock().now().to_msg())
+
+    def _pursued(self, msg: Any, goal: np.ndarray) -> bool:
+        """Whether the bridge's status shows an episode started for the goal ``msg``."""
+        if not self._status.get("session"):
+            return False
+        stamp = stamp_ns(header_stamp(msg))
+        if stamp:
+            return self._status.get("goal_stamp") == str(stamp)
+        goal_text = self._status.get("goal", "null")
+        seen = json.loads(goal_text) if goal_text else None
+        return seen is not None and np.array_equal(np.float32(seen), goal.astype(np.float32))
 
     def _wait_for_bridge(self, goal: np.ndarray) -> None:
-        """Re-send the goal until the bridge's status shows an episode pursuing it."""
-        want = goal.astype(np.float32)
+        """The goal handshake: re-send the same goal message until the bridge pursues it."""
+        msg = self._goal_message(goal)
         deadline = time.monotonic() + self.c.wait_s
         with self._status_cv:
-            while True:
-                goal_text = self._status.get("goal", "null")
-                seen = json.loads(goal_text) if goal_text else None
-                if seen is not None and np.array_equal(np.float32(seen), want) and self._status.get("session"):
-                    return
+            while not self._pursued(msg, goal):
                 if time.monotonic() > deadline:
-                    raise BridgeSilent(f"the bridge did not start an episode for goal {want.tolist()} "
-                                       f"within {self.c.wait_s:g} s (last status {self._status or 'none'})")
-                self._publish_goal(goal)
+                    raise BridgeSilent(f"the bridge did not start an episode for goal "
+                                       f"{goal.astype(np.float32).tolist()} within {self.c.wait_s:g} s "
+                                       f"(last status {self._status or 'none'})")
+                self.pub_goal.publish(msg)
                 self._status_cv.wait(0.2)
 
     def _drain(self) -> list[tuple[float, np.ndarray]]:
@@ -169,6 +180,10 @@ class SimRobot:
         next_tick = time.perf_counter()
         self._drain()
         while True:
+            if c.lockstep:
+                stale = self._drain()
+                if c.log_received:
+                    ep.received.extend((t, a.tolist()) for t, a in stale)
             t0 = self._publish_obs(obs)
             if c.lockstep:
                 try:
