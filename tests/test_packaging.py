@@ -52,7 +52,8 @@ def profiles(wheel, tmp_path_factory) -> dict[str, Path]:
     """A fresh venv (no system site-packages) per profile, each with the wheel and one extra."""
     root = tmp_path_factory.mktemp("venvs")
     venvs = {}
-    for profile, spec in (("base", ""), ("serve", "[serve]"), ("sim", "[sim]"), ("plot", "[serve,sim]")):
+    for profile, spec in (("base", ""), ("serve", "[serve]"), ("sim", "[sim]"), ("plot", "[serve,sim]"),
+                          ("datasets", "[datasets]")):
         venv = root / profile
         proc = run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=root)
         assert proc.returncode == 0, proc.stderr
@@ -103,6 +104,31 @@ def test_the_base_install_is_the_robot_client(profiles, tmp_path):
         assert proc.returncode == 0, proc.stderr
         proc = run(bin_dir / "python", "-m", "l3p", "--help", cwd=cwd)
         assert proc.returncode == 0 and "serve" in proc.stdout, proc.stderr
+
+
+def test_the_datasets_install_imports_recordings_without_torch_sim_or_ros(profiles, tmp_path):
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_datasets import bag_mapping, source_arrays, write_bag
+
+    bin_dir = profiles["datasets"]
+    for absent in ("torch", "gymnasium", "mujoco", "rclpy", "onnxruntime"):
+        assert not installed(bin_dir, absent, tmp_path), absent
+    obs, actions, goals = source_arrays()
+    write_bag(tmp_path / "bag", obs, actions, goals)
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(bag_mapping()))
+    proc = run(bin_dir / "l3p", "dataset", "import", "rosbag2", "bag", "--mapping", "m.yaml", "--out", "b.npz",
+               cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("wrote b.npz: 60 steps in 3 episodes"), proc.stderr
+    proc = run(bin_dir / "l3p", "dataset", "pointmaze-large-stitch-v0", "--episodes", "1", cwd=tmp_path)
+    assert proc.returncode == 2 and "needs the 'sim' extra" in proc.stderr, proc.stderr
+    # the base install reads the project's own .npz, and names the extra for a bag
+    proc = run(profiles["base"] / "l3p", "dataset", "import", "npz", "b.npz", "--out", "c.npz", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proc = run(profiles["base"] / "l3p", "dataset", "import", "rosbag2", "bag", "--mapping", "m.yaml", "--out", "d.npz",
+               cwd=tmp_path)
+    assert proc.returncode == 2 and "needs the 'datasets' extra" in proc.stderr and not (tmp_path / "d.npz").exists()
 
 
 def test_the_sim_install_runs_episodes_but_does_not_serve(profiles, tmp_path):
