@@ -3,11 +3,11 @@ event's fields), so a log shipper needs no parsing rules, or text for a person (
 then ``key=value`` fields); by default text on a terminal and JSON otherwise (``--log-format``).
 
 Native code (gRPC's core, onnxruntime) writes its own messages straight to file descriptor 2;
-`configure_logging(..., capture_native=True)` routes them through a pipe into the same lines
-(event ``native_log``), so text a client chose (a TLS server name, say) arrives escaped (inside a
-JSON string, or quoted in a text line), never as a raw line. Events a client can cause at will (refused calls, native
-messages) go through a `RateLimit`: a flood of bad calls costs a few lines a second, each saying
-how many were left out since the last.
+`configure_logging(..., capture_native=True)` routes them through a pipe into the same lines (event
+``native_log``), so text a client chose (a TLS server name, say) arrives escaped (inside a JSON
+string, or quoted in a text line), never as a raw line. Events a client can cause at will (refused
+calls, native messages) go through a `RateLimit`: a flood of bad calls costs a few lines a second,
+each saying how many were left out since the last.
 """
 
 from __future__ import annotations
@@ -120,10 +120,13 @@ class TextFormatter(logging.Formatter):
 
 
 def _text(value: object, quote: bool = True) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    if _PLAIN.fullmatch(text):
-        return text
-    escaped = json.dumps(text)
+    """A string as it is when plain, else as a JSON string; anything else as compact JSON (its
+    strings escaped: no value can start a line of its own)."""
+    if not isinstance(value, str):
+        return json.dumps(value, default=str, separators=(",", ":"))
+    if _PLAIN.fullmatch(value):
+        return value
+    escaped = json.dumps(value)
     return escaped if quote else escaped[1:-1]
 
 
