@@ -39,7 +39,9 @@ class ScriptedController:
     """A ROS 2 node that drives the simulated robot like OGBench's stitch oracle: it answers the
     robot's goal handshake itself (a status naming the goal), then each observation with a command."""
 
-    def __init__(self, namespace: str, seed: int) -> None:
+    def __init__(self, namespace: str, seed: int, segment_cells: int | None = SEGMENT_CELLS) -> None:
+        """``segment_cells`` None: no segments, straight for the robot's own goal (the controller's
+        far-pair success, for comparison)."""
         import rclpy
         from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
         from geometry_msgs.msg import PointStamped
@@ -65,6 +67,8 @@ class ScriptedController:
         self.pub_segment = self.node.create_publisher(PointStamped, "segment_goal", qos)
         self.node.create_subscription(PointStamped, "goal", self.on_goal, qos)
         self.node.create_subscription(Float64MultiArray, "observation", self.on_observation, qos)
+        self.segment_cells = segment_cells
+        self.goal_cell: tuple[int, int] | None = None
         self.target: tuple[int, int] | None = None
         self.segment_steps = 0
         self.segments = 0
@@ -86,14 +90,17 @@ class ScriptedController:
                          self.KeyValue(key="goal", value=json.dumps([msg.point.x, msg.point.y])),
                          self.KeyValue(key="goal_stamp", value=str(stamp))]
         self.pub_status.publish(status)
+        self.goal_cell = self.cell(np.array([msg.point.x, msg.point.y]))
         self.target = None  # a new robot episode: a new segment from wherever it starts
 
     def on_observation(self, msg) -> None:
         xy = np.asarray(msg.data[:2])
         here = self.cell(xy)
-        if self.target is None or here == self.target or self.segment_steps >= 80:
+        if self.segment_cells is None:
+            self.target = self.goal_cell
+        elif self.target is None or here == self.target or self.segment_steps >= 80:
             dist = self.mazes.bfs_cells(self.layout, here)
-            ring = np.argwhere(dist == min(SEGMENT_CELLS, dist.max()))
+            ring = np.argwhere(dist == min(self.segment_cells, dist.max()))
             self.target = tuple(int(v) for v in ring[self.rng.integers(len(ring))])
             self.segment_steps = 0
             self.segments += 1
@@ -114,6 +121,13 @@ class ScriptedController:
         self.commands += 1
         self.pub_command.publish(self.Float64MultiArray(data=action.tolist()))
 
+    def wait_for_subscribers(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while min(self.pub_command.get_subscription_count(), self.pub_segment.get_subscription_count()) < 1:
+            if time.monotonic() > deadline:
+                raise AssertionError("the recorder never subscribed to the controller's topics")
+            time.sleep(0.05)
+
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
@@ -128,37 +142,51 @@ def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
 
 
 def scenario_loop(p: dict) -> dict:
+    """``p``: episodes and steps of the recording, seed, updates and train_set (``--set`` items) or
+    train_config (a TOML file), far_episodes and far_steps; controller_far: also the controller's own success on
+    the same far pairs. Each stage's wall time is reported."""
     import yaml
 
     from l3p.core.dataset import load_dataset
 
     work = Path(tempfile.mkdtemp(prefix="l3p-loop-"))
-    ns = "/robot"
+    ns, limit = "/robot", p.get("stage_timeout_s", 600)
+    seconds: dict[str, float] = {}
     mapping = {"format": "rosbag2", "env_id": ENV, "observation": [{"topic": f"{ns}/observation"}],
                "action": [{"topic": f"{ns}/forward_command_controller/commands"}], "achieved_goal_indices": [0, 1],
                "desired_goal": [{"topic": f"{ns}/segment_goal", "fields": ["point.x", "point.y"]}],
                "alignment": {"max_skew_s": 0.5, "max_gap_s": 5.0}}
     (work / "loop.yaml").write_text(yaml.safe_dump(mapping))
+    sim = l3p("ros2", "sim", "--env", ENV, "--namespace", ns)
+    far = [*sim, "--max-steps", str(p.get("far_steps", p["steps"])), "--episodes", str(p.get("far_episodes", 2)),
+           "--seed", str(p.get("far_seed", 1000)), "--pairs", "far"]
     # 1-2: the scripted controller drives the simulated robot; the recorder records it
+    t0 = time.monotonic()
     recorder = Process(l3p("ros2", "record", "--mapping", str(work / "loop.yaml"), "--out", str(work / "rec.npz"),
                            "--stats", str(work / "record.json")), "recorder")
     recorder.wait_ready(60)
     controller = ScriptedController(ns, p["seed"])
+    controller.wait_for_subscribers(60)  # the recorder hears the controller from its first command
     try:
-        run(l3p("ros2", "sim", "--env", ENV, "--namespace", ns, "--episodes", str(p["episodes"]), "--seed", str(p["seed"]),
-                "--max-steps", str(p["steps"]), "--out", str(work / "recorded_sim.json")), 600)
+        run([*sim, "--max-steps", str(p["steps"]), "--episodes", str(p["episodes"]), "--seed", str(p["seed"]),
+             "--out", str(work / "recorded.json")], limit)
         time.sleep(0.5)
     finally:
         controller.close()
         recorder.stop()
+    seconds["record"] = time.monotonic() - t0
     record = json.loads((work / "record.json").read_text())
     data = load_dataset(work / "rec.npz")
     # 3: offline training on the recording, a bundle exported
-    run(l3p("train", "--dataset", str(work / "rec.npz"), "--out", str(work / "run"), "--steps", str(p["updates"]),
-            "--no-progress", *[a for kv in p["train_set"] for a in ("--set", kv)]), 900)
+    t0 = time.monotonic()
+    config = ["--config", p["train_config"]] if p.get("train_config") else []
+    run(l3p("train", "--dataset", str(work / "rec.npz"), *config, "--out", str(work / "run"), "--steps", str(p["updates"]),
+            "--no-progress", *[a for kv in p.get("train_set", []) for a in ("--set", kv)]), limit)
+    seconds["train"] = time.monotonic() - t0
     bundle = work / "run" / "bundle"
     manifest = json.loads((bundle / "manifest.json").read_text())
     # 4: served, and the bridge drives the same simulated robot to far goals
+    t0 = time.monotonic()
     server = start_server(bundle)
     try:
         # a generous act timeout: on a loaded 2-core machine the first call (the episode start) can take seconds
@@ -166,20 +194,28 @@ def scenario_loop(p: dict) -> dict:
                                                  act_timeout_s=5.0),
                                    work)
         try:
-            run(l3p("ros2", "sim", "--env", ENV, "--namespace", ns, "--episodes", "2", "--seed", "1000", "--pairs", "far",
-                    "--max-steps", str(p["steps"]), "--out", str(work / "far.json")), 600)
+            run([*far, "--out", str(work / "far.json")], limit)
         except AssertionError as err:
             raise AssertionError(f"{err}\nbridge:\n{bridge.output()}") from None
         finally:
             bridge.stop()
     finally:
         server.stop()
-    far = json.loads((work / "far.json").read_text())
-    return {"controller_segments": controller.segments, "controller_commands": controller.commands,
-            "record": {k: record[k] for k in ("steps", "episodes", "dropped", "short_episodes_left_out")},
-            "dataset": {"steps": int(len(data.terminals)), "episodes": len(data.episode_bounds()), "env_id": data.env_id},
-            "bundle_env": manifest.get("env_id"), "far_steps": [e["steps"] for e in far["episodes"]],
-            "far_successes": far["successes"]}
+    seconds["far_through_bridge"] = time.monotonic() - t0
+    served = json.loads((work / "far.json").read_text())
+    out = {"controller_segments": controller.segments, "controller_commands": controller.commands,
+           "record": {k: record[k] for k in ("steps", "episodes", "dropped", "short_episodes_left_out")},
+           "dataset": {"steps": int(len(data.terminals)), "episodes": len(data.episode_bounds()), "env_id": data.env_id},
+           "bundle_env": manifest.get("env_id"), "far_steps": [e["steps"] for e in served["episodes"]],
+           "far_successes": served["successes"], "seconds": seconds}
+    if p.get("controller_far"):  # the recording controller itself, straight for the same far goals
+        direct = ScriptedController(ns, p["seed"], segment_cells=None)
+        try:
+            run([*far, "--out", str(work / "controller_far.json")], limit)
+        finally:
+            direct.close()
+        out["controller_far_successes"] = json.loads((work / "controller_far.json").read_text())["successes"]
+    return out
 
 
 @pytest.mark.slow
@@ -200,6 +236,12 @@ def test_recordings_of_a_scripted_controller_train_a_planner_the_bridge_serves()
     assert r["dataset"]["steps"] == r["record"]["steps"] and r["dataset"]["episodes"] >= 4  # one per segment
     assert r["dataset"]["env_id"] == ENV and r["bundle_env"] == ENV
     assert r["far_steps"] == [120, 120]  # the bridge drove both far episodes to their end
+
+
+def test_the_loop_benchmark_runs_as_a_script():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "recordings_loop.py"), "--help"], capture_output=True,
+                          text=True, timeout=120, cwd="/")
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: recordings_loop.py"), proc.stderr
 
 
 if __name__ == "__main__":

@@ -1,0 +1,69 @@
+"""The loop from recordings to a served planner, over ROS 2, at any size (issue 45's point 3; the
+test runs it tiny: tests/test_recordings_loop.py, whose scenario this runs in a network namespace):
+a scripted noisy controller drives `l3p ros2 sim` on PointMaze_Large-v3 along segments of <= 4 cells,
+`l3p ros2 record` records it, `l3p train --dataset` learns from the recording, `l3p serve` serves the
+bundle and `l3p ros2 bridge` drives the same simulated robot to far pairs (>= 10 cells). Beside it,
+the recording controller's own success, straight for the same far goals.
+
+    python benchmarks/recordings_loop.py --episodes 900 --steps 200 --updates 50000 --far-episodes 50 \\
+        --far-steps 1000 --out bench_recordings_loop.json    # 180,000 recorded steps: the issue's target size
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from ros2_harness import RESULT, in_netns, netns_unavailable  # noqa: E402
+
+SCENARIO = ROOT / "tests" / "test_recordings_loop.py"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--episodes", type=int, default=20, help="recorded robot episodes")
+    ap.add_argument("--steps", type=int, default=200, help="steps per episode (recorded and far)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--updates", type=int, default=2000, help="offline updates")
+    ap.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
+                    help="training config overrides (default random_goal_p=0.1: the env's online preset has 0.2 "
+                         "beside relabel_p 0.8, which offline training refuses as over 1 in floating point)")
+    ap.add_argument("--config", help="a training config file (TOML), e.g. a tuned offline recipe")
+    ap.add_argument("--far-episodes", type=int, default=10)
+    ap.add_argument("--far-steps", type=int, default=600, help="steps per far episode")
+    ap.add_argument("--stage-timeout", type=float, default=7200.0, metavar="S")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    args.set = ["random_goal_p=0.1"] if args.set is None else args.set
+    reason = netns_unavailable()
+    if reason:
+        raise SystemExit(f"cannot run: {reason}")
+    params = {"episodes": args.episodes, "steps": args.steps, "seed": args.seed, "updates": args.updates,
+              "train_set": args.set, "train_config": args.config, "far_episodes": args.far_episodes,
+              "far_steps": args.far_steps,
+              "controller_far": True, "stage_timeout_s": args.stage_timeout}
+    proc = in_netns([sys.executable, str(SCENARIO), json.dumps(params)], 4 * args.stage_timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"the loop failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+    r = json.loads(lines[-1][len(RESULT):])
+    rec, s = r["record"], r["seconds"]
+    print(f"The loop on PointMaze_Large-v3: {args.episodes} x {args.steps} steps recorded, {args.updates} updates")
+    print(f"  recorded      {rec['steps']:,} steps in {rec['episodes']:,} episodes (segments), dropped "
+          f"{sum(rec['dropped'].values())}, {s['record']:.0f} s")
+    print(f"  trained       {s['train']:.0f} s")
+    print(f"  far pairs     served planner through the bridge {r['far_successes']}/{args.far_episodes} "
+          f"({s['far_through_bridge']:.0f} s); the recording controller itself {r['controller_far_successes']}/"
+          f"{args.far_episodes}")
+    result = {"params": params, **r}
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
