@@ -17,6 +17,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 from l3p.core.config import PlannerConfig
 from l3p.core.errors import L3PError
 
@@ -359,6 +361,26 @@ def planner_defaults(manifest: dict) -> PlannerConfig:
     return config
 
 
+def supported_edges(manifest: dict) -> np.ndarray | None:
+    """The landmark graph's data-supported edges (manifest ``edges.supported``: [i, j] pairs, landmark
+    i -> j) as a mask [N, N]; None when the bundle keeps every edge (no ``edges``)."""
+    if "edges" not in manifest:
+        return None
+    n = manifest["n_landmarks"]
+    pairs = manifest["edges"].get("supported") if isinstance(manifest["edges"], dict) else None
+    ok = isinstance(pairs, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(_is_int(v) and 0 <= v < n for v in p) and p[0] != p[1]
+        for p in pairs)
+    if not ok:
+        raise BundleError(f"{MANIFEST}: 'edges.supported' must be a list of [i, j] landmark pairs, i != j, "
+                          f"each in [0, {n})")
+    mask = np.zeros((n, n), bool)
+    if pairs:
+        index = np.asarray(pairs, np.int64)
+        mask[index[:, 0], index[:, 1]] = True
+    return mask
+
+
 def read_graph(bundle: BundleDir, entry: dict, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
     """A graph file's bytes: a regular file directly in the bundle, at most ``max_bytes``,
     matching its manifest sha256 (hashed as it is read)."""
@@ -366,6 +388,10 @@ def read_graph(bundle: BundleDir, entry: dict, max_bytes: int = DEFAULT_MAX_FILE
         return bundle.read_hashed(entry["path"], max_bytes, entry["sha256"])
     except FileNotFoundError:
         raise BundleError(f"bundle {bundle.where}: {escaped(entry['path'])} is missing") from None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_positive_int(value) -> bool:

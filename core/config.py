@@ -13,6 +13,8 @@ from l3p.core.names import MIN_TEMPERATURE, OPTIONS
 PRUNE_AT_STEPS = 1.0
 PRUNE_MIN_STEPS = 3.0
 PRUNE_PROGRESS = 0.5
+# follow_edges: the state is at a landmark when D to it is at most this many steps.
+AT_STEPS = PRUNE_MIN_STEPS
 
 
 def check_temperature(temperature: float) -> None:
@@ -54,6 +56,17 @@ class PlannerConfig:
     # when none is, the goal is pursued directly. The picks' d_cg then falls strictly, so an
     # episode visits at most N landmarks before going for the goal.
     require_progress: bool = False
+    # Extension beyond Algorithm 1. The distance from the state, D, is trusted over short ranges
+    # only (a far estimate cuts through walls), while the graph's edges may be long where the data
+    # supports them (a bundle's data-supported edges, `LandmarkGraph`): landmarks, and the goal
+    # while a landmark is usable, whose D from the state exceeds local_cut * d_max are cut.
+    local_cut: float = 1.0
+    # Extension beyond Algorithm 1 (mode l3p). With a local cut shorter than the graph's, the route's
+    # next hop from the landmark the agent has reached is cut, and the agent alternates between
+    # neighbours. With follow_edges the landmarks the episode's graph connects from the anchor (the
+    # landmark nearest the state by D, itself within the local cut) are candidates whatever their D
+    # from the state: where the agent may go next is decided by the graph's edges, as the route was.
+    follow_edges: bool = False
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field and its allowed range."""
@@ -66,6 +79,11 @@ class PlannerConfig:
         config = dataclasses.replace(self, **overrides)
         config.validate()
         return config
+
+    @property
+    def local_d_max(self) -> float:
+        """The cut of distances from the state: local_cut * d_max."""
+        return self.local_cut * self.d_max
 
     @property
     def counter_cap(self) -> int:

@@ -25,6 +25,10 @@ subgoal index -1 means "the final goal".
    directly) and the subgoal being replaced, then commit for
    ``counter = min(round(d_sc[pick]) + counter_extra, ceil(d_max))`` steps (0 when
    nothing is reachable and the goal is pursued with a non-finite estimate).
+   With ``local_cut`` < 1 (an extension) distances from the state are cut at local_cut * d_max
+   while graph edges are cut at d_max; with ``follow_edges`` (an extension, l3p) the landmarks
+   the episode's graph connects from the landmark the state is at stay candidates whatever
+   their distance from the state, so the local cut and the graph's agree on the route's next hop.
    With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
    also remembers subgoals it failed to reach and removes them from its graph, and restores
    them all when that leaves no route and the goal is beyond d_max. With ``require_progress``
@@ -45,7 +49,7 @@ from typing import Callable
 
 import numpy as np
 
-from l3p.core.config import PRUNE_AT_STEPS, PRUNE_MIN_STEPS, PRUNE_PROGRESS, PlannerConfig
+from l3p.core.config import AT_STEPS, PRUNE_AT_STEPS, PRUNE_MIN_STEPS, PRUNE_PROGRESS, PlannerConfig
 from l3p.core.landmarks import LandmarkGraph
 from l3p.core.names import GOAL
 from l3p.core.search import ValueFn, as_nodes, solve_to_goal, distances_to_goal, pairwise_graph
@@ -230,7 +234,8 @@ class EpisodePlanner:
             if prune and self._subgoal != GOAL and self._failed(d_sc[self._subgoal]):
                 self._prune(self._subgoal)
             total = self._totals(d_sc, prune)
-            if prune and self._pruned.any() and d_sc[n] > cfg.d_max and not np.isfinite(total[:n]).any():
+            if (prune and self._pruned.any() and d_sc[n] > cfg.local_d_max
+                    and not np.isfinite(total[:n]).any()):
                 # Pruning left no route and the goal is out of reach: pressing towards it (into a
                 # wall, as often as not) cannot recover, so the episode's graph is restored.
                 self._unprune()
@@ -255,7 +260,13 @@ class EpisodePlanner:
         """d_sc + d_cg over the candidates, inf where a candidate is excluded (see the module)."""
         cfg, n = self.config, self._n
         total = np.add(d_sc, self._d_cg, out=self._total)
-        excluded = d_sc[:n] > cfg.d_max  # unreliable local D
+        excluded = d_sc[:n] > cfg.local_d_max  # unreliable local D
+        goal_by_edge = False
+        if cfg.mode == "l3p" and cfg.follow_edges and n > 0:
+            for anchor in self._anchors(d_sc):  # the route goes on from there by the graph's edges
+                successors = np.isfinite(self._episode_weights()[anchor])
+                excluded &= ~successors[:n]
+                goal_by_edge |= bool(successors[n])
         if cfg.mode == "l3p" and self._subgoal != GOAL:
             excluded[self._subgoal] = True  # never re-pick the subgoal being replaced
         if cfg.mode == "l3p" and cfg.require_progress and self._bound != GOAL:
@@ -264,24 +275,44 @@ class EpisodePlanner:
             excluded |= self._pruned
             excluded |= d_sc[:n] < PRUNE_AT_STEPS  # already there
         np.copyto(total[:n], np.inf, where=excluded)
-        if d_sc[n] > cfg.d_max and np.isfinite(total[:n]).any():
+        if d_sc[n] > cfg.local_d_max and not goal_by_edge and np.isfinite(total[:n]).any():
             total[n] = np.inf  # a far goal is cut like a landmark while one is usable
         return total
+
+    def _anchors(self, d_sc: np.ndarray) -> list[int]:
+        """follow_edges: the landmarks the state is at: the nearest by D when within AT_STEPS, and
+        the subgoal being replaced when it was reached (not `_failed`: as near as its pursuit got)."""
+        n = self._n
+        anchors = []
+        nearest = int(np.argmin(d_sc[:n]))
+        if d_sc[nearest] <= AT_STEPS:
+            anchors.append(nearest)
+        if self._subgoal != GOAL and self._subgoal != nearest and not self._failed(d_sc[self._subgoal]):
+            anchors.append(self._subgoal)
+        return anchors
 
     def _failed(self, d_now: float) -> bool:
         """prune_failed: the subgoal being replaced was not reached (its counter ran out)."""
         return d_now > max(PRUNE_MIN_STEPS, PRUNE_PROGRESS * self._subgoal_d)
 
-    def _prune(self, landmark: int) -> None:
-        """Remove the landmark's incoming edges for this episode and solve d_cg again."""
-        if self._w_start is None:  # the episode's edges, once: a restore does not make them again
+    def _start_weights(self) -> np.ndarray:
+        """The episode's edges [N+1, N+1] as it started, made once (a restore does not make them again)."""
+        if self._w_start is None:
             landmarks, goal, cfg = self._nodes[:-1], self._nodes[-1], self.config
             if self._graph is not None:  # N value calls; the landmark block is cached
                 self._w_start = self._graph.episode_weights(goal, self._value_fn, cfg)
             else:  # N x (N+1) value calls
                 self._w_start = pairwise_graph(landmarks, goal, self._value_fn, cfg.d_max, cfg.adaptive_cut)
+        return self._w_start
+
+    def _episode_weights(self) -> np.ndarray:
+        """follow_edges: the episode's edges [N+1, N+1] now (less the pruned landmarks' incoming edges)."""
+        return self._w if self._w is not None else self._start_weights()
+
+    def _prune(self, landmark: int) -> None:
+        """Remove the landmark's incoming edges for this episode and solve d_cg again."""
         if self._w is None:  # the first prune since the start or a restore
-            self._w = self._w_start.copy()
+            self._w = self._start_weights().copy()
         self._pruned[landmark] = True
         self._w[:, landmark] = np.inf
         self._w[landmark, landmark] = 0.0

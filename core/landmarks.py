@@ -31,17 +31,22 @@ class LandmarkGraph:
     float64 matrices (80 landmarks, 20 iterations: 3 MB). Thread-safe.
     """
 
-    def __init__(self, landmarks: np.ndarray, value_fn: ValueFn, max_cached: int = 8) -> None:
+    def __init__(self, landmarks: np.ndarray, value_fn: ValueFn, max_cached: int = 8,
+                 edges: np.ndarray | None = None) -> None:
         landmarks = np.array(landmarks, dtype=np.float32)
         if landmarks.ndim != 2 or landmarks.shape[1] == 0:
             raise ValueError(f"landmarks must have shape [N, goal_dim], got {landmarks.shape}")
         landmarks.flags.writeable = False
         self.landmarks = landmarks
         n = len(landmarks)
+        if edges is not None and np.shape(edges) != (n, n):
+            raise ValueError(f"edges must have shape [{n}, {n}] (landmark i -> j), got {np.shape(edges)}")
         self._uncut = np.zeros((0, 0))
         if n > 0:
             values = value_fn(np.repeat(landmarks, n, axis=0), np.tile(landmarks, (n, 1)))
             self._uncut = uncut_edges(values, n, n)
+            if edges is not None:  # only the edges the data supports (training/edges.py)
+                self._uncut[~np.asarray(edges, bool)] = np.inf
             np.fill_diagonal(self._uncut, np.inf)  # self-loops are not edges
         self._max_cached = max_cached
         self._blocks: collections.OrderedDict[tuple, _HardBlock | _SoftBlock] = (

@@ -161,6 +161,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            modes=("l3p",)),
     Option("require_progress", "bool", "l3p: a landmark is a candidate only if nearer the goal (by the graph) "
            "than the last one picked (an extension)", modes=("l3p",)),
+    Option("local_cut", "number", "distances from the state (D) longer than local_cut x d_max are cut; graph "
+           "edges at d_max (an extension; 1: Algorithm 1)", modes=("l3p", "naive")),
+    Option("follow_edges", "bool", "l3p: landmarks the graph connects from the landmark the state is at are "
+           "candidates whatever their distance from the state (an extension)", modes=("l3p",)),
 )}
 EPISODE_OPTIONS = tuple(name for name, o in OPTIONS.items() if o.per_episode and name != "mode")
 """The overrides a client may send with an episode beside its mode (and seed)."""

@@ -28,6 +28,7 @@ from l3p.core.bundle_format import (
     read_graph,
     read_manifest,
     shape_matches,
+    supported_edges,
 )
 
 __all__ = ["Bundle", "BundleError", "bundle_digest", "load_bundle", "session_options"]
@@ -45,6 +46,7 @@ class Bundle:
     action_high: np.ndarray  # [action_dim]
     gamma: float
     landmarks: np.ndarray  # [N, goal_dim] float32, decoded once at load
+    edges: np.ndarray | None  # [N, N] bool: the landmark edges the data supports (None: every pair)
     planner_defaults: PlannerConfig
     sha256: str  # the bundle's digest: over the whole manifest, file digests included
     actor: ort.InferenceSession
@@ -135,6 +137,7 @@ def load_bundle(bundle: str | Path | BundleDir, sha256: str | None = None, pin_s
         action_high=np.asarray(manifest["action_high"], dtype=np.float32),
         gamma=float(manifest["gamma"]),
         landmarks=np.ascontiguousarray(landmarks, dtype=np.float32),
+        edges=supported_edges(manifest),
         planner_defaults=planner_defaults(manifest),
         sha256=digest,
         actor=sessions["actor"],

@@ -17,7 +17,7 @@ from l3p.serving.metrics import ModelMetrics
 def solved_graph(bundle: Bundle) -> LandmarkGraph:
     """Per-bundle work, done once: V over landmark pairs and its solution for the served defaults
     (an episode start then costs N value calls, see `LandmarkGraph`)."""
-    graph = LandmarkGraph(bundle.landmarks, bundle.value_fn)
+    graph = LandmarkGraph(bundle.landmarks, bundle.value_fn, edges=bundle.edges)
     graph.prepare(bundle.planner_defaults)
     return graph
 

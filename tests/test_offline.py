@@ -250,3 +250,57 @@ def test_an_offline_and_an_online_model_serve_and_answer_alike(dataset, untraine
         maze.close()
     env.close()
     reach.close()
+
+
+def test_the_data_graph_recipe_exports_supported_edges_and_serves_them_as_in_process(dataset, tmp_path):
+    """`l3p export --graph data`: the manifest carries the edges the dataset passes along, d_max and
+    the planner options follow from them (recorded in the provenance), and the server's unary and
+    stream episodes give the in-process planner's actions over that graph, step for step."""
+    import argparse
+
+    from l3p.clients.client import PlannerClient
+    from l3p.core import LandmarkGraph
+    from l3p.core.bundle_format import supported_edges
+    from l3p.serving.bundle import load_bundle
+    from l3p.serving.local_server import LocalServer
+    from l3p.training.commands import add_export_arguments, run_export
+    from l3p.training.edges import D_MAX_MARGIN, LOCAL_CUT, data_graph
+
+    OfflineTrainer(tiny_cfg(dataset, 60), tmp_path / "run").train(show_progress=False)
+    parser = argparse.ArgumentParser()
+    add_export_arguments(parser)
+    bundle_dir = tmp_path / "models" / "maze"
+    assert run_export(parser.parse_args([str(tmp_path / "run"), str(bundle_dir), "--landmarks", "gls",
+                                         "--n-landmarks", "12", "--graph", "data"])) == 0
+    manifest = json.loads((bundle_dir / "manifest.json").read_text())
+    graph = manifest["provenance"]["graph"]
+    assert graph["edges"] == "data-supported" and graph["supported_edges"] == len(manifest["edges"]["supported"])
+    assert manifest["planner"]["d_max"] == pytest.approx(round(D_MAX_MARGIN * graph["d_connect"], 2))
+    assert manifest["planner"]["local_cut"] == LOCAL_CUT and manifest["planner"]["follow_edges"] is True
+    assert "--graph data" in manifest["provenance"]["export_command"]
+    bundle = load_bundle(bundle_dir)
+    data = load_dataset(dataset)
+    recomputed = data_graph(bundle.landmarks, data.achieved_goals, data.episode_bounds(), bundle.value_fn)
+    np.testing.assert_array_equal(supported_edges(manifest), bundle.edges)
+    assert 0 < bundle.edges.sum() < 12 * 11
+    # The ONNX value graph matches torch within float rounding: the same support up to edges at the ratio.
+    assert (recomputed.supported != bundle.edges).sum() <= 2
+
+    env = make_env("ogbench/pointmaze-large-v0")
+    graph_in_process = LandmarkGraph(bundle.landmarks, bundle.value_fn, edges=bundle.edges)
+    with LocalServer(models=tmp_path / "models") as server:
+        client = PlannerClient(server.target, model="maze")
+        for open_episode in (client.episode, client.stream_episode):
+            obs, _ = env.reset(seed=5, options=task_options(env, 3))
+            goal = obs["desired_goal"].astype(np.float32)
+            local = EpisodePlanner(graph_in_process, goal, bundle.value_fn, bundle.planner_defaults, seed=2)
+            with open_episode(obs["desired_goal"], seed=2) as ep:
+                for _ in range(60):
+                    step = ep.act(obs["observation"])
+                    mine = local.step(obs["observation"].astype(np.float32), bundle.distance_fn, bundle.policy_fn)
+                    np.testing.assert_allclose(step.action, mine.action, rtol=0, atol=1e-6)
+                    assert (step.subgoal_index, step.replanned, step.counter) == (
+                        mine.subgoal_index, mine.replanned, mine.counter)
+                    obs = env.step(np.asarray(step.action))[0]
+        info = client.model_info()
+        assert info.defaults["follow_edges"] is True and info.defaults["local_cut"] == LOCAL_CUT

@@ -57,6 +57,10 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                              "goals from the run's replay (states the robot has visited)")
     parser.add_argument("--n-landmarks", type=int, metavar="N",
                         help="with --landmarks gls: how many (default: the run's n_landmarks, its cluster count)")
+    parser.add_argument("--graph", choices=("all", "data"), default="all",
+                        help="the landmark graph served: every pair V connects (Algorithm 1, default), or data: "
+                             "only edges the run's dataset or replay passes along, d_max from the graph, "
+                             "local_cut and follow_edges on (training/edges.py); --planner values override it")
     parser.add_argument("--sign-key", type=Path, metavar="KEY",
                         help="sign the bundle with this Ed25519 private key (from l3p keygen) for --model: "
                              "writes signature.json, which l3p serve --trusted-keys checks")

@@ -28,6 +28,7 @@ from l3p.sim.draw import plot_landmarks
 from l3p.training.agent import L3PAgent
 from l3p.training.arguments import add_export_arguments, add_train_arguments  # noqa: F401
 from l3p.training.config import TrainConfig, check as check_train_keys, describe, preset
+from l3p.training.edges import data_graph
 from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
 from l3p.training.offline import OfflineTrainer
 from l3p.training.trainer import CHECKPOINT, REPLAY, SNAPSHOTS, Trainer, load_checkpoint, run_provenance
@@ -183,7 +184,7 @@ def run_export(args: argparse.Namespace) -> int:
     agent = agent_from_checkpoint(state)
     command = _command_line("export", [args.checkpoint, args.out_dir],
                             [("--planner", args.planner), ("--landmarks", args.landmarks),
-                             ("--n-landmarks", args.n_landmarks), ("--force", args.force)])
+                             ("--n-landmarks", args.n_landmarks), ("--graph", args.graph), ("--force", args.force)])
     provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
                   "export_command": command, "source_checkpoint": str(source),
                   **({"dataset": state["dataset"]} if "dataset" in state else {})}
@@ -207,9 +208,18 @@ def run_export(args: argparse.Namespace) -> int:
         landmarks = gls_landmarks(agent, sample, n=args.n_landmarks)
         provenance["landmarks"] = (f"GLS: {len(landmarks)} achieved goals of the run's replay or dataset, spread "
                                    f"in the learned latent space (from {len(sample)} sampled), not decoded centroids")
+    edges = None
+    if args.graph == "data":
+        episodes = run_episodes(run_dir, agent.cfg)
+        if episodes is None:
+            raise ExportError(f"--graph data needs the run's replay ({run_dir / REPLAY}) or its dataset")
+        graph = data_graph(agent.landmarks() if landmarks is None else landmarks, *episodes, agent.value_fn)
+        planner_overrides = {**graph.planner(), **planner_overrides}  # --planner values win
+        provenance["graph"] = graph.provenance()
+        edges = graph.manifest_edges()
     bundle_dir = export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
                                planner_overrides=planner_overrides, landmarks=landmarks, sign_key=args.sign_key,
-                               sign_model=args.model)
+                               sign_model=args.model, edges=edges)
     _add_plots(run_dir, bundle_dir, agent, landmarks)
     signed = f", signed with {args.sign_key} for model {args.model}" if args.sign_key else ""
     print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)}{signed})")
@@ -239,11 +249,21 @@ def _add_plots(run_dir: Path, bundle_dir: Path, agent: L3PAgent, landmarks: np.n
 def run_goals(run_dir: Path, cfg: TrainConfig) -> np.ndarray | None:
     """Achieved goals the run learned from: its replay (online), or its dataset (offline); None if
     neither is there any more."""
+    episodes = run_episodes(run_dir, cfg)
+    return None if episodes is None else episodes[0]
+
+
+def run_episodes(run_dir: Path, cfg: TrainConfig) -> tuple[np.ndarray, list[tuple[int, int]]] | None:
+    """(achieved goals [T, goal_dim], each episode's (first, last) step) of the run's dataset
+    (offline) or replay (online); None if neither is there any more."""
     try:
         if cfg.dataset is not None:
-            return open_dataset(cfg.dataset, check_digest=False).achieved_goals
+            dataset = open_dataset(cfg.dataset, check_digest=False)
+            return dataset.achieved_goals, dataset.episode_bounds()
         with np.load(run_dir / REPLAY) as replay:
-            return replay["ag"].reshape(-1, replay["ag"].shape[-1])
+            ag = replay["ag"]  # [episodes, steps, goal_dim]
+        episodes, length, dim = ag.shape
+        return ag.reshape(-1, dim), [(k * length, (k + 1) * length - 1) for k in range(episodes)]
     except (OSError, ValueError, KeyError, L3PError):
         return None
 

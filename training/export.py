@@ -112,14 +112,17 @@ def _source_checkout() -> Path | None:
 
 def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool = False,
                   planner_overrides: dict | None = None, landmarks: np.ndarray | None = None,
-                  sign_key: Path | None = None, sign_model: str | None = None) -> Path:
+                  sign_key: Path | None = None, sign_model: str | None = None,
+                  edges: dict | None = None) -> Path:
     """Write the bundle. ``planner_overrides`` change the served planner defaults (validated; recorded
     in the provenance), e.g. a local horizon chosen on validation episodes. ``landmarks`` replace
     the decoded cluster centroids (e.g. `gls_landmarks`); the provenance should say so. The graphs
     are traced from a CPU copy of a GPU learner: the same bundle whatever the training device.
     ``sign_key``: an Ed25519 private key (l3p keygen) that signs the bundle (core/signing.py) for
     model ``sign_model`` (the name servers serve it as) before it is renamed into place, so no one
-    ever sees it complete but unsigned."""
+    ever sees it complete but unsigned. ``edges``: the manifest's data-supported landmark edges
+    (training/edges.py `DataGraph.manifest_edges`); None keeps every pair.
+    """
     if sign_model is not None and sign_key is None:
         raise ExportError("--model names the model a signature is for: it goes with --sign-key KEY")
     if sign_key is not None and not (isinstance(sign_model, str) and MODEL_NAME.fullmatch(sign_model)):
@@ -152,7 +155,7 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     try:
-        _write_bundle(agent, out_dir, planner, provenance,
+        _write_bundle(agent, out_dir, planner, provenance, edges,
                       agent.landmarks() if landmarks is None else np.asarray(landmarks, np.float32))
         if key is not None:
             sign_bundle(out_dir, key, sign_model)
@@ -165,7 +168,8 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
     return final_dir
 
 
-def _write_bundle(agent: L3PAgent, out_dir: Path, planner, provenance: dict, landmarks: np.ndarray) -> None:
+def _write_bundle(agent: L3PAgent, out_dir: Path, planner, provenance: dict, edges: dict | None,
+                  landmarks: np.ndarray) -> None:
     cfg, spec = agent.cfg, agent.spec
 
     obs = torch.zeros(1, spec.obs_dim)
@@ -182,6 +186,7 @@ def _write_bundle(agent: L3PAgent, out_dir: Path, planner, provenance: dict, lan
         "action_low": list(spec.action_low), "action_high": list(spec.action_high),
         "gamma": cfg.gamma, "n_landmarks": int(landmarks.shape[0]),
         "planner": dataclasses.asdict(planner),
+        **({"edges": edges} if edges is not None else {}),
         "files": {n: {"path": graph_file(n), "sha256": sha256(path[n])} for n in GRAPHS},
         "provenance": {**provenance, "code_version": code_version(),
                        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},

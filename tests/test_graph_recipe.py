@@ -1,0 +1,152 @@
+"""The served graph from the data (training/edges.py) and the planner options it turns on
+(`local_cut`, `follow_edges`): edges the data never passed along are not served, d_max follows
+from the graph, and the route's next hop from a reached landmark is never cut locally."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from l3p.core import EpisodePlanner, LandmarkGraph, PlannerConfig
+from l3p.core.bundle_format import BundleError, supported_edges
+from l3p.training.edges import (D_MAX_MARGIN, LOCAL_CUT, SUPPORT_RATIO, connecting_cut, data_graph,
+                                largest_component, near_labels, passages)
+
+
+def line_value_fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Steps between points of a plane at 1 unit per step, walls unseen: what a learned V gets
+    wrong across a wall."""
+    return np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64), axis=1)
+
+
+def u_corridor() -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """Landmarks along a U (down x=0, across y=0, up x=4): the two arms' tops are 4 apart in the
+    plane but 12 apart along the U. Recorded episodes walk the U both ways, 1 unit per step."""
+    landmarks = np.array([[0, 4], [0, 2], [0, 0], [2, 0], [4, 0], [4, 2], [4, 4]], np.float64)
+    path = np.concatenate([np.linspace(landmarks[k], landmarks[k + 1], 8, endpoint=False)
+                           for k in range(len(landmarks) - 1)] + [landmarks[-1:]])
+    goals = np.concatenate([path, path[::-1]])
+    return landmarks, goals, [(0, len(path) - 1), (len(path), 2 * len(path) - 1)]
+
+
+def test_an_edge_is_supported_only_where_an_episode_passed_along_it_within_its_length() -> None:
+    landmarks, goals, bounds = u_corridor()
+    graph = data_graph(landmarks, goals, bounds, line_value_fn)
+    assert graph.radius == pytest.approx(1.0)  # half the 2-unit spacing
+    top_left, top_right = 0, 6
+    # V says 4 steps across the gap; the episodes took 24 steps (12 units at 8 per 2): not supported.
+    assert not graph.supported[top_left, top_right] and not graph.supported[top_right, top_left]
+    for i in range(6):  # neighbours along the U, both ways
+        assert graph.supported[i, i + 1] and graph.supported[i + 1, i]
+    assert not graph.supported.diagonal().any()
+    # Passages count the steps between leaving near one landmark and arriving near the other: with
+    # 8 steps between neighbours and 4 near each (radius 1 at 1/4 unit a step), 1 step apart.
+    steps = passages(near_labels(goals, landmarks, graph.radius), bounds, len(landmarks))
+    assert steps[0, 1] == steps[1, 0] == 1 and steps[0, 2] == 9 and steps[0, 6] == steps[6, 0] == 41
+    assert steps[0, 6] > SUPPORT_RATIO * 4
+
+
+def test_d_max_is_the_margin_over_the_shortest_cut_that_joins_the_landmarks() -> None:
+    landmarks, goals, bounds = u_corridor()
+    graph = data_graph(landmarks, goals, bounds, line_value_fn)
+    assert graph.d_connect == pytest.approx(2.0)  # the U's neighbours are 2 apart
+    assert graph.d_max == pytest.approx(D_MAX_MARGIN * 2.0)
+    assert graph.planner() == {"d_max": graph.d_max, "local_cut": LOCAL_CUT, "follow_edges": True}
+    pairs = graph.manifest_edges()["supported"]
+    assert sorted(map(tuple, pairs)) == sorted(zip(*np.nonzero(graph.supported)))
+    np.testing.assert_array_equal(supported_edges({"n_landmarks": 7, "edges": graph.manifest_edges()}),
+                                  graph.supported)
+
+
+def test_the_connecting_cut_and_components() -> None:
+    chain = np.full((4, 4), np.inf)
+    for i, length in enumerate((1.0, 5.0, 2.0)):
+        chain[i, i + 1] = chain[i + 1, i] = length
+    supported = np.isfinite(chain)
+    assert largest_component(supported) == 4
+    assert largest_component(supported & (chain <= 2)) == 2
+    assert connecting_cut(chain, supported) == 5.0
+    one_way = supported & np.triu(np.ones((4, 4), bool))
+    assert largest_component(one_way) == 1  # a path one way only joins no two landmarks
+    with pytest.raises(ValueError, match="no supported edge"):
+        connecting_cut(chain, np.zeros((4, 4), bool))
+
+
+@pytest.mark.parametrize("edges", [{"supported": [[0, 0]]}, {"supported": [[0, 7]]}, {"supported": [[0]]},
+                                   {"supported": "all"}, [], {"supported": [[True, 1]]}])
+def test_a_bad_edge_list_is_refused_with_the_key(edges) -> None:
+    with pytest.raises(BundleError, match=r"'edges.supported' must be a list of \[i, j\] landmark pairs"):
+        supported_edges({"n_landmarks": 7, "edges": edges})
+
+
+def test_no_edges_entry_keeps_every_pair() -> None:
+    assert supported_edges({"n_landmarks": 3}) is None
+    assert not supported_edges({"n_landmarks": 3, "edges": {"supported": []}}).any()
+
+
+def test_unsupported_edges_are_not_in_the_graph() -> None:
+    landmarks, goals, bounds = u_corridor()
+    graph = data_graph(landmarks, goals, bounds, line_value_fn)
+    config = PlannerConfig(d_max=5.0, search="hard", adaptive_cut=False)
+    everything = LandmarkGraph(landmarks.astype(np.float32), line_value_fn)
+    supported = LandmarkGraph(landmarks.astype(np.float32), line_value_fn, edges=graph.supported)
+    goal = np.array([5.5, 4.0])  # 1.5 past the right arm's top, 5.5 from the left arm's: cut at d_max 5
+    # From the left arm's top: across the gap 4 + 1.5; along the U to its bottom right corner (8),
+    # then the goal edge (4.27, within d_max).
+    assert everything.distances_to_goal(goal, line_value_fn, config)[0] == pytest.approx(5.5, abs=1e-5)
+    assert supported.distances_to_goal(goal, line_value_fn, config)[0] == pytest.approx(8 + np.hypot(1.5, 4),
+                                                                                         abs=1e-5)
+    w = supported.episode_weights(goal, line_value_fn, config)
+    assert np.isinf(w[0, 6]) and np.isinf(w[6, 0]) and w[0, 1] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match=r"edges must have shape \[7, 7\]"):
+        LandmarkGraph(landmarks.astype(np.float32), line_value_fn, edges=np.ones((6, 6), bool))
+
+
+def line_world(local_d: float):
+    """A 1-d world: the state and goals are positions; D is exact up to ``local_d`` steps and
+    inflated beyond (what a critic trained on short passages does far from them)."""
+    def distance_fn(obs: np.ndarray, goals: np.ndarray):
+        d = np.abs(goals[:, 0] - obs[:, 0]).astype(np.float64)
+        d = np.where(d > local_d, 3 * d, d)
+        return d, np.sign(goals - obs).astype(np.float32)
+
+    def policy_fn(obs: np.ndarray, goals: np.ndarray) -> np.ndarray:
+        return np.sign(goals - obs).astype(np.float32)
+
+    return distance_fn, policy_fn
+
+
+def run_line(config: PlannerConfig, steps: int = 80) -> tuple[list[int], float]:
+    """Landmarks at 0, 10, 20, 30; the goal at 40; the agent starts at 0 and moves 1 a step."""
+    landmarks = np.array([[0.0], [10.0], [20.0], [30.0]], np.float32)
+    value_fn = lambda a, b: np.abs(a[:, 0] - b[:, 0]).astype(np.float64)  # noqa: E731
+    distance_fn, policy_fn = line_world(local_d=6.0)
+    planner = EpisodePlanner(LandmarkGraph(landmarks, value_fn), np.array([40.0], np.float32), value_fn, config)
+    x, picks = 0.0, []
+    for _ in range(steps):
+        result = planner.step(np.array([x], np.float32), distance_fn, policy_fn)
+        if result.replanned:
+            picks.append(result.subgoal_index)
+        x += float(result.action[0])
+    return picks, x
+
+
+def test_follow_edges_takes_the_routes_next_hop_that_the_local_cut_would_drop() -> None:
+    base = PlannerConfig(d_max=12.0, local_cut=0.5, search="hard", local_horizon=3.0)
+    # Without: from a landmark the next hop (10 away, D inflated to 30) is cut locally; nothing is
+    # left but the goal, pursued directly (D 30 too) from wherever the agent stands.
+    picks, _ = run_line(base)
+    assert picks[:4] == [0, -1, 1, -1]
+    # With: the state is at a landmark (its anchor), whose graph edges (to the next landmark, and
+    # from the last to the goal) are kept: the route goes on hop by hop.
+    picks, x = run_line(base.replace(follow_edges=True))
+    assert picks[:5] == [0, 1, 2, 3, -1] and set(picks[4:]) == {-1} and x == pytest.approx(40.0)
+
+
+def test_local_cut_one_is_algorithm_1() -> None:
+    for config in (PlannerConfig(d_max=12.0, search="hard"), PlannerConfig(d_max=12.0, search="hard", local_cut=1.0)):
+        assert run_line(config) == run_line(PlannerConfig(d_max=12.0, search="hard"))
+    with pytest.raises(ValueError, match="local_cut must be a finite number > 0"):
+        PlannerConfig(local_cut=0.0).validate()
+    with pytest.raises(ValueError, match="follow_edges applies to mode l3p only"):
+        from l3p.core.names import OPTIONS
+        OPTIONS["follow_edges"].check_mode(True, "naive")

@@ -1,0 +1,139 @@
+"""The served graph from the data (``l3p export --graph data``): which landmark edges the recorded
+trajectories support, and the d_max that joins the landmarks through them.
+
+A learned value V can call two landmarks on either side of a wall close; the data never crossed
+that wall. So an edge i -> j is kept only where an episode of the dataset (offline) or the replay
+(online) passes from near landmark i to near landmark j in at most ``SUPPORT_RATIO`` x V(l_i, l_j)
+steps. "Near" is within half the median nearest-neighbour distance between the landmarks (goal
+space): each recorded step is labelled with its nearest landmark when that close.
+
+d_max then follows from the graph, not from a sweep: d_connect is the shortest cut at which the
+supported edges join every landmark they join at all (one strongly connected component), and the
+served d_max is ``D_MAX_MARGIN`` x d_connect. Distances from the state are cut at ``LOCAL_CUT`` x
+d_max (`PlannerConfig.local_cut`: far estimates from the state cut through walls, the graph's edges
+are checked against the data) and the route follows the graph's edges from the landmark the state
+is at (`PlannerConfig.follow_edges`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+SUPPORT_RATIO = 1.5  # a passage may take this many times V's steps (recorded paths are not shortest)
+D_MAX_MARGIN = 1.5  # served d_max = this x d_connect
+LOCAL_CUT = 0.5  # served local_cut (fraction of d_max)
+LABEL_CHUNK = 65536  # recorded steps labelled per matrix product
+
+ValueFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class DataGraph:
+    """What the recipe serves: the supported edges and the planner values it derives."""
+
+    supported: np.ndarray  # [N, N] bool, landmark i -> j
+    radius: float  # "near a landmark", goal units
+    d_connect: float  # steps
+
+    @property
+    def d_max(self) -> float:
+        return round(D_MAX_MARGIN * self.d_connect, 2)
+
+    def planner(self) -> dict:
+        """The served planner defaults the recipe sets."""
+        return {"d_max": self.d_max, "local_cut": LOCAL_CUT, "follow_edges": True}
+
+    def manifest_edges(self) -> dict:
+        """The manifest's ``edges`` entry (core/bundle_format.py `supported_edges`)."""
+        return {"supported": np.argwhere(self.supported).tolist()}
+
+    def provenance(self) -> dict:
+        return {"edges": "data-supported", "support_ratio": SUPPORT_RATIO, "near_radius": round(self.radius, 4),
+                "supported_edges": int(self.supported.sum()), "d_connect": self.d_connect,
+                "d_max_margin": D_MAX_MARGIN, "local_cut": LOCAL_CUT}
+
+
+def near_labels(goals: np.ndarray, landmarks: np.ndarray, radius: float) -> np.ndarray:
+    """Per recorded step, the index of its nearest landmark if within ``radius``, else -1."""
+    landmarks = np.asarray(landmarks, np.float64)
+    squared = (landmarks ** 2).sum(axis=1)
+    labels = np.empty(len(goals), np.int64)
+    for start in range(0, len(goals), LABEL_CHUNK):
+        chunk = np.asarray(goals[start:start + LABEL_CHUNK], np.float64)
+        d2 = squared[None, :] - 2.0 * chunk @ landmarks.T  # |g|^2 is the same along a row
+        nearest = np.argmin(d2, axis=1)
+        dist2 = d2[np.arange(len(chunk)), nearest] + (chunk ** 2).sum(axis=1)
+        labels[start:start + LABEL_CHUNK] = np.where(dist2 <= radius ** 2, nearest, -1)
+    return labels
+
+
+def passages(labels: np.ndarray, bounds: list[tuple[int, int]], n: int) -> np.ndarray:
+    """[N, N]: the fewest steps any episode took from leaving near landmark i to arriving near j
+    (inf where none did), over episodes ``bounds`` (first, last step)."""
+    steps = np.full((n, n), np.inf)
+    for first, last in bounds:
+        at = np.flatnonzero(labels[first:last + 1] >= 0)
+        if at.size < 2:
+            continue
+        visited = labels[first + at]
+        change = np.flatnonzero(np.diff(visited) != 0) + 1  # runs of one label
+        starts, ends = np.concatenate([[0], change]), np.concatenate([change, [at.size]]) - 1
+        run, arrive, leave = visited[starts], at[starts], at[ends]
+        a, b = np.triu_indices(run.size, k=1)
+        keep = run[a] != run[b]
+        np.minimum.at(steps, (run[a][keep], run[b][keep]), (arrive[b] - leave[a])[keep])
+    return steps
+
+
+def landmark_values(landmarks: np.ndarray, value_fn: ValueFn) -> np.ndarray:
+    """V(l_i, l_j) [N, N] in steps (NaN as inf, negatives as 0), inf on the diagonal."""
+    n = len(landmarks)
+    values = np.asarray(value_fn(np.repeat(landmarks, n, axis=0), np.tile(landmarks, (n, 1))), np.float64)
+    w = np.maximum(np.where(np.isnan(values), np.inf, values), 0.0).reshape(n, n)
+    np.fill_diagonal(w, np.inf)
+    return w
+
+
+def largest_component(adjacent: np.ndarray) -> int:
+    """Size of the largest strongly connected component of a directed graph [N, N] bool."""
+    n = len(adjacent)
+    reach = (adjacent | np.eye(n, dtype=bool)).astype(np.float32)
+    for _ in range(max(1, int(np.ceil(np.log2(max(n, 2)))))):  # transitive closure by squaring
+        reach = ((reach @ reach) > 0).astype(np.float32)
+    both = (reach > 0) & (reach > 0).T
+    return int(both.sum(axis=1).max()) if n else 0
+
+
+def connecting_cut(w: np.ndarray, supported: np.ndarray) -> float:
+    """The shortest cut d at which the supported edges with V <= d join as many landmarks in one
+    strongly connected component as all supported edges do."""
+    edges = supported & np.isfinite(w)
+    lengths = np.unique(w[edges])
+    if lengths.size == 0:
+        raise ValueError("no supported edge: the data never passes from one landmark to another")
+    target = largest_component(edges)
+    low, high = 0, lengths.size - 1  # lengths[high] joins them: the whole supported graph
+    while low < high:
+        mid = (low + high) // 2
+        if largest_component(edges & (w <= lengths[mid])) >= target:
+            high = mid
+        else:
+            low = mid + 1
+    return float(lengths[low])
+
+
+def data_graph(landmarks: np.ndarray, goals: np.ndarray, bounds: list[tuple[int, int]],
+               value_fn: ValueFn) -> DataGraph:
+    """The recipe on recorded episodes: achieved goals [T, goal_dim], episodes ``bounds``."""
+    landmarks = np.asarray(landmarks, np.float64)
+    if len(landmarks) < 2:
+        raise ValueError("a data-supported graph needs at least 2 landmarks")
+    apart = np.sqrt(((landmarks[:, None] - landmarks[None]) ** 2).sum(-1))
+    np.fill_diagonal(apart, np.inf)
+    radius = float(np.median(apart.min(axis=1))) / 2
+    w = landmark_values(landmarks, value_fn)
+    steps = passages(near_labels(goals, landmarks, radius), bounds, len(landmarks))
+    supported = np.isfinite(w) & (steps <= SUPPORT_RATIO * w)
+    return DataGraph(supported, radius, connecting_cut(w, supported))
