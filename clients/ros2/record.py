@@ -156,7 +156,8 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     rclpy.init(args=["l3p_record", "--ros-args", *ros_args] if ros_args else None,
                signal_handler_options=SignalHandlerOptions.NO)
     node = rclpy.create_node("l3p_record")
-    profile = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT if qos == "best_effort"
+    # A deep queue: when writing a file holds the recorder up, messages wait instead of being replaced.
+    profile = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT if qos == "best_effort"
                          else ReliabilityPolicy.RELIABLE)
 
     def callback(topic: str, kind: str, uses: list) -> Any:
