@@ -57,6 +57,9 @@ def add_rollback_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trusted-keys", type=Path, required=True, metavar="FILE",
                         help="the server's --trusted-keys file: the version rolled back to must be signed by one "
                              "of its keys, for this model")
+    parser.add_argument("--served-sequences", type=Path, metavar="FILE",
+                        help="the server's --served-sequences file, when it gives one (default "
+                             "$XDG_STATE_HOME/l3p/served-sequences.json)")
 
 
 def run_rollback(args: argparse.Namespace) -> int:
@@ -80,7 +83,7 @@ def run_rollback(args: argparse.Namespace) -> int:
     with candidate.open() as directory:
         digest = check_pin(directory.path, read_manifest(directory), None, shown=directory.where)
         signature = verify_bundle(directory, digest, trusted, model=name)
-    store = ServedSequences()
+    store = ServedSequences(args.served_sequences)
     old = store.set(candidate.base, name, Mark(signature.sequence, candidate.version, digest))
     was = "none" if old is None else (f"{old.sequence} (signed {signing_time(old.sequence)}, version "
                                       f"{old.version or '-'})")

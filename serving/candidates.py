@@ -193,7 +193,8 @@ def check_models(found: dict[str, Candidate], pins: dict[str, frozenset[str]],
 class ModelSpec:
     """What a server serves and how it checks it: a models directory (``--models``) or one bundle
     (``--bundle``), the digests each model may have, the default model, the keys one of which must
-    have signed every version (None: no signature needed), the size cap per graph file, and how
+    have signed every version (None: no signature needed), where the highest sequence served per
+    model is kept (None: serving/sequences.py's default file), the size cap per graph file, and how
     long a load may take before it is reported as jammed."""
 
     root: Path | None = None
@@ -201,6 +202,7 @@ class ModelSpec:
     pins: dict[str, frozenset[str]] = field(default_factory=dict)
     default: str | None = None
     trusted: TrustedKeys | None = None
+    sequences: Path | None = None
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S
 

@@ -172,11 +172,17 @@ class ServeConfig:
                                              "(.pub lines from l3p keygen; l3p export --sign-key signs), "
                                              "checked at start and on every swap before a graph is opened",
                                        metavar="FILE")
+    served_sequences: Path | None = option(
+        None, "with --trusted-keys: the file that keeps the highest signature sequence served per model, so "
+              "an older version is refused across restarts (l3p rollback --served-sequences FILE lowers it); "
+              "outside the model repository (default $XDG_STATE_HOME/l3p/served-sequences.json)",
+        metavar="FILE")
     max_file_bytes: int = option(DEFAULT_MAX_FILE_BYTES, "refuse a bundle with a graph file larger than this, "
                                                          "unread", parse=_count, metavar="BYTES")
     load_timeout: float = option(DEFAULT_LOAD_TIMEOUT_S, "a look at the model repository or a model load that "
                                                          "takes longer is reported as jammed and abandoned "
-                                                         "(the current version keeps serving)", parse=_seconds,
+                                                         "(the current version keeps serving; at start, the "
+                                                         "server does not start)", parse=_seconds,
                                  metavar="SECONDS")
     processes: int = option(1, "server processes sharing the port (SO_REUSEPORT); each client connection, "
                                "with its sessions, stays on one process", parse=_count, metavar="N")
@@ -200,3 +206,8 @@ class ServeConfig:
         if (self.models is None) == (self.bundle is None):
             raise ValueError("give --models DIR or --bundle DIR" if self.models is None else
                              "--models and --bundle exclude each other: give one")
+        last = self.metrics_port + self.processes - 1
+        if self.metrics_port and last > 65535:
+            raise ValueError(f"--metrics-port {self.metrics_port} with --processes {self.processes} needs ports "
+                             f"{self.metrics_port}-{last} (process i serves PORT+i), past 65535: choose a "
+                             f"--metrics-port <= {65536 - self.processes}")

@@ -46,9 +46,9 @@ from l3p.serving.errors import UnknownModelError
 from l3p.serving.logs import event
 from l3p.serving.mapping import model_info
 from l3p.serving.metrics import Metrics
-from l3p.serving.sequences import Mark, RollbackError, ServedSequences
+from l3p.serving.sequences import Mark, RollbackError, ServedSequences, default_path
 
-__all__ = ["ModelSpec", "ModelVersion", "Repository", "check_models", "scan"]
+__all__ = ["ModelSpec", "ModelVersion", "Repository", "check_models", "check_sequence", "scan"]
 
 
 def _resident_bytes() -> int:
@@ -107,6 +107,22 @@ def _detail(exc: Exception | None, message: str) -> str | None:
     return None if str(exc) in message else str(exc)
 
 
+def check_sequence(candidate: Candidate, signature: Signature, sequences: ServedSequences) -> None:
+    """RollbackError if ``candidate``'s model has served a version signed with a higher sequence
+    than ``signature``'s (as ``sequences`` records). Blocking: reads the record."""
+    mark = sequences.marks(candidate.base).get(candidate.name)
+    if mark is None or signature.sequence >= mark.sequence:
+        return
+    served = f"{candidate.name}/{mark.version}" if mark.version else candidate.name
+    command = f"l3p rollback --models DIR {candidate.name}" if candidate.below else "l3p rollback --bundle DIR"
+    if sequences.path != default_path():
+        command += " --served-sequences FILE"
+    raise RollbackError(
+        f"{candidate.label()} is signed with {signature.describe()}, below sequence {mark.sequence} "
+        f"(signed {signing_time(mark.sequence)}) of {served}, the highest this server has served for "
+        f"{candidate.name}: refusing a rollback (to roll back on purpose, run {command} on the server)")
+
+
 def _close_late(version: ModelVersion) -> None:
     """A version whose load finished after the server stopped waiting for it: never served."""
     version.engine.close()
@@ -119,7 +135,7 @@ class Repository:
     lower than the highest served for it (None: none needed; ``sequences``: where those are kept,
     default serving/sequences.py's file); ``make_engine(bundle, name)`` builds a version's engine;
     ``poll_interval_s`` (None: no watch) only says, in a refusal, when it is tried again. Use from
-    the server's event loop, except ``load_all``, which runs before it serves."""
+    the server's event loop."""
 
     def __init__(self, sources: Callable[[], dict[str, Candidate]], pins: dict[str, frozenset[str]],
                  make_engine: Callable[[Bundle, str], Engine], default: str | None = None,
@@ -167,17 +183,20 @@ class Repository:
 
     # -- loading
 
-    def load_all(self) -> None:
-        """Loads every model found (at startup): BundleError names the first that fails. A
-        directory refused for its name is logged and listed, and the others are served."""
-        found = self._sources()
+    async def load_all(self) -> None:
+        """Loads every model found (at start, before the server serves): BundleError names the first
+        that fails, LoadJammedError one that outlasts --load-timeout. A directory refused for its
+        name is logged and listed, and the others are served. The look and each load run off the
+        event loop, as a swap's do; each version is installed on it."""
+        found = await run_bounded(self._sources, self._load_timeout_s, "looking at the repository")
         self.default = check_models(found, self._pins, self._requested_default)
         self._note({name: candidate.notes for name, candidate in found.items()})
         for candidate in found.values():
             if candidate.refusal:
                 self._refuse(candidate, ("skipped", candidate.refusal), candidate.refusal)
             else:
-                self._install(self._load(candidate))
+                self._install(await run_bounded(lambda c=candidate: self._load(c), self._load_timeout_s,
+                                                f"loading {candidate.label()}", on_late=_close_late))
 
     def _load(self, candidate: Candidate) -> ModelVersion:
         """Blocking: verify (digest pin, signature and its sequence, from the manifest and
@@ -195,7 +214,7 @@ class Repository:
             signature = None
             if self._trusted is not None:
                 signature = verify_bundle(directory, digest, self._trusted, model=candidate.name)
-                self._check_sequence(candidate, signature)
+                check_sequence(candidate, signature, self._sequences)
             before = _resident_bytes()
             # Pinned to the digest just checked: a manifest changed since then is refused.
             bundle = load_bundle(directory, digest, pin_source=f"digest of {where}",
@@ -215,19 +234,6 @@ class Repository:
         return ModelVersion(candidate.name, candidate.version, digest, bundle, engine, info, memory,
                             signature=signature)
 
-    def _check_sequence(self, candidate: Candidate, signature: Signature) -> None:
-        """RollbackError if the model has served a version signed with a higher sequence."""
-        mark = self._sequences.marks(candidate.base).get(candidate.name)
-        if mark is None or signature.sequence >= mark.sequence:
-            return
-        served = f"{candidate.name}/{mark.version}" if mark.version else candidate.name
-        option = f"--models DIR {candidate.name}" if candidate.below else "--bundle DIR"
-        raise RollbackError(
-            f"{candidate.label()} is signed with {signature.describe()}, below sequence {mark.sequence} "
-            f"(signed {signing_time(mark.sequence)}) of {served}, the highest this server has served for "
-            f"{candidate.name}: refusing a rollback (to roll back on purpose, run l3p rollback {option} on "
-            "the server)")
-
     async def refresh(self) -> list[pb.ModelLoad]:
         """Loads every new version found; one ModelLoad per attempt (an empty list: nothing
         new). A failure leaves the current version serving."""
@@ -238,6 +244,9 @@ class Repository:
                                                           "looking at the repository")
             except (OSError, L3PError) as exc:  # the directory went away, became unreadable, jammed
                 event(logging.WARNING, "repository_unreadable", error=str(exc))
+                return []
+            except Exception as exc:  # noqa: BLE001 (a bug: logged; ReloadModels still answers, the current serves)
+                event(logging.ERROR, "repository_look_failed", exc, error=repr(exc))
                 return []
             self._note(notes)
             for name in settled:  # what was refused is gone: nothing left to report

@@ -6,12 +6,13 @@ lower sequence is refused, across restarts, until an operator lowers the mark on
 (``l3p rollback``).
 
 The marks live outside the model repository, since whoever can write the repository must not be
-able to lower them: in one file per user, ``$XDG_STATE_HOME/l3p/served-sequences.json``
-(``~/.local/state/l3p/served-sequences.json`` when XDG_STATE_HOME is unset), keyed by the
-repository's real path (``--models DIR``, or the ``--bundle DIR``) and the model's name. Every
-change takes an exclusive lock (``flock`` on ``FILE.lock``) and replaces the file whole (written,
-fsynced, renamed), so the processes of ``--processes N`` and ``l3p rollback`` never lose each
-other's marks and a crash never leaves half a file.
+able to lower them: by default in one file per user, ``$XDG_STATE_HOME/l3p/served-sequences.json``
+(``~/.local/state/l3p/served-sequences.json`` when XDG_STATE_HOME is unset; ``l3p serve
+--served-sequences FILE`` chooses another), keyed by the repository's real path (``--models
+DIR``, or the ``--bundle DIR``) and the model's name. Every change takes an exclusive lock
+(``flock`` on ``FILE.lock``) and replaces the file whole (written, fsynced, renamed), so the
+processes of ``--processes N`` and ``l3p rollback`` never lose each other's marks and a crash
+never leaves half a file.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class ServedSequences:
     def _error(self, problem: str) -> SequencesFileError:
         return SequencesFileError(f"served-sequences file {self.path}: {problem}; signed versions are refused "
                                   "until it can be read and written (it keeps the highest sequence served per "
-                                  "model: fix it, or set XDG_STATE_HOME to a writable directory)")
+                                  "model: fix it, or choose a writable file with --served-sequences FILE)")
 
     @staticmethod
     def _marks(table: dict, key: str) -> dict[str, Mark]:

@@ -35,6 +35,7 @@ from l3p.serving.logs import SESSIONS, event, limited_event
 from l3p.serving.metrics import Metrics
 from l3p.serving.repository import ModelSpec, ModelVersion, Repository
 from l3p.serving.security import AuthInterceptor, Gatekeeper, Security, is_loopback
+from l3p.serving.sequences import ServedSequences
 from l3p.serving.servicer import (
     SERVICE_NAME,
     PlannerServicer,
@@ -67,11 +68,12 @@ class PlannerServer:
     """The asyncio gRPC server (planner, health, optionally reflection), the TTL reaper and the
     repository watch.
 
-    Made inside a running event loop (grpc.aio binds to it); the models are loaded and the port
-    bound on creation (``.port``; BundleError if a model cannot be served, RuntimeError if the
-    port cannot be bound). ``models``: what to serve (a ModelSpec), or one loaded Bundle (never
-    swapped). ``credentials``: TLS for the port (plaintext when None). ``gate``: token checks and
-    caller identities (serving/security.py); None admits everyone as one anonymous principal.
+    Made inside a running event loop (grpc.aio binds to it); ``open()`` loads the models (off the
+    loop) and binds the port (``.port``; BundleError if a model cannot be served, ServeError if
+    the port cannot be bound); ``start()`` opens it first if that was not done. ``models``: what
+    to serve (a ModelSpec), or one loaded Bundle (never swapped). ``credentials``: TLS for the
+    port (plaintext when None). ``gate``: token checks and caller identities
+    (serving/security.py); None admits everyone as one anonymous principal.
     ``replica_id``: prefixes session ids ("ID.") so a proxy can route a session's calls here.
     ``poll_interval_s``: how often the repository is looked at for new versions (None: never).
     ``share_port``: other SO_REUSEPORT sockets may bind the port too (the processes of one
@@ -118,17 +120,28 @@ class PlannerServer:
                                      pin_option=models.pin_option, trusted=models.trusted,
                                      max_file_bytes=models.max_file_bytes,
                                      load_timeout_s=models.load_timeout_s,
-                                     poll_interval_s=poll_interval_s)
-            try:
-                self.models.load_all()
-            except BaseException:
-                self.models.close()
-                raise
+                                     poll_interval_s=poll_interval_s,
+                                     sequences=ServedSequences(models.sequences))
+        self._to_load = not isinstance(models, Bundle)
+        self._listen = dict(host=host, port=port, credentials=credentials, gate=gate,
+                            with_reflection=with_reflection, share_port=share_port)
+        self.port: int | None = None
+
+    async def open(self) -> int:
+        """Loads the models, then binds the port; the port. On failure nothing stays loaded."""
         try:
-            self.port = self._create(host, port, credentials, gate, with_reflection, share_port)
+            if self._to_load:
+                await self.models.load_all()
+            try:
+                self.port = self._create(**self._listen)
+            except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
+                if not self._listen["share_port"]:  # taken while the models loaded: say by what, if it still is
+                    check_port(self._listen["host"], self._listen["port"])
+                raise ServeError(str(exc)) from None
         except BaseException:
             self.models.close()
             raise
+        return self.port
 
     def _create(self, host: str, port: int, credentials: grpc.ServerCredentials | None,
                 gate: Gatekeeper | None, with_reflection: bool, share_port: bool) -> int:
@@ -159,6 +172,8 @@ class PlannerServer:
         return self._server.add_secure_port(address, credentials)
 
     async def start(self) -> None:
+        if self.port is None:
+            await self.open()
         await self._server.start()
         for service in ("", SERVICE_NAME):  # "" is the server as a whole
             self.health.set(service, SERVING)
@@ -247,26 +262,22 @@ async def _serve(config: ServeConfig, models: ModelSpec, security: Security, bla
             check_port(config.metrics_host, config.metrics_port, "--metrics-port")
         if config.openpi_port:
             check_port(config.host, config.openpi_port, "--openpi-port")
-    try:
-        server = PlannerServer(
-            models,
-            host=config.host,
-            port=config.port,
-            session_ttl_s=config.session_ttl,
-            max_sessions=config.max_sessions,
-            max_sessions_per_principal=max_per_principal(config),
-            batch_delay_s=config.batch_delay_us * 1e-6,
-            credentials=security.credentials,
-            gate=security.gate,
-            with_reflection=config.reflection,
-            replica_id=config.replica_id,
-            poll_interval_s=config.poll_interval or None,
-            share_port=share_port,
-        )
-    except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
-        if not share_port:  # taken while the models loaded: say by what, when it still is
-            check_port(config.host, config.port)
-        raise ServeError(str(exc)) from None
+    server = PlannerServer(
+        models,
+        host=config.host,
+        port=config.port,
+        session_ttl_s=config.session_ttl,
+        max_sessions=config.max_sessions,
+        max_sessions_per_principal=max_per_principal(config),
+        batch_delay_s=config.batch_delay_us * 1e-6,
+        credentials=security.credentials,
+        gate=security.gate,
+        with_reflection=config.reflection,
+        replica_id=config.replica_id,
+        poll_interval_s=config.poll_interval or None,
+        share_port=share_port,
+    )
+    await server.open()
     first = server.models.versions()[0].bundle
     event(logging.INFO, "thread_pools", blas_threads=blas, **onnxruntime_threads(first))
     if config.metrics_port:

@@ -8,13 +8,15 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from l3p.core.bundle_format import BundleError, check_pin, read_manifest
 from l3p.core.errors import L3PError
 from l3p.core.signing import TrustedKeys, verify_bundle
-from l3p.serving.repository import ModelSpec, check_models
+from l3p.serving.repository import ModelSpec, check_models, check_sequence
 from l3p.serving.config import ServeConfig
 from l3p.serving.security import Security, security_from_config
+from l3p.serving.sequences import ServedSequences
 from l3p.serving.threads import limit_blas_threads
 
 
@@ -75,17 +77,21 @@ def report(exc: L3PError) -> int:
 
 
 def model_spec(config: ServeConfig) -> ModelSpec:
-    """What to serve, from --models/--bundle, the pins and the trusted keys; BundleError for what
-    can be told without loading a graph (no models, a bad manifest, a pin that cannot match, a
-    missing or bad signature), KeyFileError for a bad --trusted-keys file."""
+    """What to serve, from --models/--bundle, the pins, the trusted keys and the served-sequences
+    file; BundleError for what can be told without loading a graph (no models, a bad manifest, a
+    pin that cannot match, a missing or bad signature, one for another model or below the highest
+    sequence served), KeyFileError for a bad --trusted-keys file."""
     if config.bundle_sha256 is not None and config.bundle is None:
         raise BundleError("--bundle-sha256 goes with --bundle; with --models pin each model with "
                           "--model-sha256 NAME=HEX")
+    if config.served_sequences is not None and config.trusted_keys is None:
+        raise BundleError("--served-sequences keeps the sequences of signatures: it goes with --trusted-keys")
     pins: dict[str, frozenset[str]] = {}
     for name, digest in config.model_sha256:
         pins[name] = pins.get(name, frozenset()) | {digest}
     checks = {"trusted": None if config.trusted_keys is None else TrustedKeys.load(config.trusted_keys),
-              "max_file_bytes": config.max_file_bytes, "load_timeout_s": config.load_timeout}
+              "sequences": config.served_sequences, "max_file_bytes": config.max_file_bytes,
+              "load_timeout_s": config.load_timeout}
     if config.bundle is not None:
         if config.bundle_sha256 is not None:
             pins[ModelSpec.bundle_name(config.bundle)] = frozenset({config.bundle_sha256})
@@ -94,14 +100,28 @@ def model_spec(config: ServeConfig) -> ModelSpec:
         spec = ModelSpec(root=config.models, pins=pins, default=config.default_model, **checks)
     found = spec.sources()  # fail fast, before a process is spawned or a graph loaded
     check_models(found, spec.pins, spec.default)
+    sequences = None if spec.trusted is None else ServedSequences(spec.sequences)
+    if sequences is not None:
+        _check_outside(sequences.path, spec.root or spec.bundle)
     for candidate in found.values():
         if candidate.refusal:  # logged and listed by the server; the others are served
             continue
-        manifest = read_manifest(candidate.path)
-        if spec.trusted is not None:
-            verify_bundle(candidate.path, check_pin(candidate.path, manifest, None), spec.trusted,
-                          candidate.label())
+        with candidate.open() as directory:
+            manifest = read_manifest(directory)
+            if sequences is not None:
+                digest = check_pin(directory.path, manifest, None, shown=directory.where)
+                signature = verify_bundle(directory, digest, spec.trusted, model=candidate.name)
+                check_sequence(candidate, signature, sequences)
     return spec
+
+
+def _check_outside(sequences: Path, repository: Path) -> None:
+    """BundleError if the served-sequences file is inside the repository, whose writers could
+    then lower the marks that refuse their rollbacks."""
+    if Path(os.path.realpath(sequences)).is_relative_to(os.path.realpath(repository)):
+        raise BundleError(f"the served-sequences file {sequences} is inside the model repository {repository}: "
+                          "whoever can write the repository could lower its marks; keep it outside "
+                          "(--served-sequences FILE)")
 
 
 def prepare(config: ServeConfig) -> tuple[ModelSpec, Security, dict[str, int]]:

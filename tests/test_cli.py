@@ -234,7 +234,8 @@ def test_serve_on_a_busy_port_is_one_line_through_either_entry_point(processes):
      "l3p eval: error: [Errno 2] No such file or directory: '/nonexistent/robot.token'\n"),
     (["demo", "--bundle", "/nonexistent"],
      "l3p demo: error: no model bundle at /nonexistent (missing manifest.json); pass --bundle DIR\n"),
-    (["plot", "--bundle", "/nonexistent", "--landmarks-only"], "l3p plot: error: bundle /nonexistent: not a directory\n"),
+    (["plot", "--bundle", "/nonexistent", "--landmarks-only"],
+     "l3p plot: error: bundle /nonexistent: not a directory (No such file or directory)\n"),
 ])
 def test_the_apps_fail_with_the_prefix_through_python_dash_m_l3p(argv, err):
     """The apps raise, the command prints: one prefixed line and the mapped exit code."""

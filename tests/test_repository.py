@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import queue
 import threading
@@ -512,6 +513,62 @@ def test_a_load_that_outlasts_its_timeout_is_reported_jammed_and_disposed_of_lat
 
     assert asyncio.run(main()) == "next"
     wait_until(lambda: late == ["version 9"], "the abandoned load's result to be disposed of")
+
+
+def test_start_up_reads_the_repository_off_the_event_loop_and_a_jammed_look_stops_it(tmp_path, untrained_bundle,
+                                                                                     monkeypatch):
+    """At start, as on a swap, the look at the repository and each load run in threads of their own
+    (the event loop's thread reads no file); a look that outlasts --load-timeout stops the start."""
+    import l3p.serving.repository as repository
+    from l3p.serving.candidates import ModelSpec
+    from l3p.serving.server import PlannerServer
+
+    root = tmp_path / "models"
+    shutil.copytree(untrained_bundle, root / "reach" / "1")
+    readers: list[threading.Thread] = []
+    release = threading.Event()
+    load_bundle = repository.load_bundle
+
+    def watched_load(*args, **kwargs):
+        readers.append(threading.current_thread())
+        return load_bundle(*args, **kwargs)
+
+    monkeypatch.setattr(repository, "load_bundle", watched_load)
+
+    class Watched(ModelSpec):
+        def sources(self):
+            readers.append(threading.current_thread())
+            if self.load_timeout_s < 1:
+                release.wait(60)
+            return super().sources()
+
+    async def main() -> str:
+        server = PlannerServer(Watched(root=root))
+        await server.start()
+        version = server.models.get("reach").version
+        await server.stop(None)
+        await server.wait_for_termination()
+        with pytest.raises(LoadJammedError, match=r"^looking at the repository took longer than 0.2 s"):
+            await PlannerServer(Watched(root=root, load_timeout_s=0.2)).open()
+        release.set()
+        return version
+
+    assert asyncio.run(main()) == "1"
+    assert len(readers) == 3 and all(t is not threading.main_thread() and t.name == "l3p-load" for t in readers)
+
+
+def test_a_look_at_the_repository_that_fails_unexpectedly_is_logged_and_reload_answers(caplog):
+    """Whatever a look raises, ReloadModels gets an answer (no load), never INTERNAL; the log has why."""
+    from l3p.serving.repository import Repository
+
+    def sources():
+        raise RuntimeError("a bug in the look")
+
+    repository = Repository(sources, {}, make_engine=lambda bundle, name: None)
+    with caplog.at_level(logging.ERROR, logger="l3p.serving"):
+        assert asyncio.run(repository.refresh()) == []
+    failed = [r for r in caplog.records if r.getMessage() == "repository_look_failed"]
+    assert len(failed) == 1 and failed[0].exc_info[0] is RuntimeError
 
 
 RULE = "(a version is a directory named by a number without a leading zero, e.g. 5, never a link): never served"

@@ -13,6 +13,7 @@ import json
 import logging
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 import urllib.request
@@ -508,6 +509,22 @@ def test_processes_share_their_port_and_refuse_a_later_server(untrained_bundle, 
     assert sum(started) == 16 and min(started) > 0, started
     assert other.proc.returncode == USAGE
     assert other.stderr_tail(200) == busy_port_error(metrics_port + 1, "--metrics-port")
+
+
+@pytest.mark.parametrize("metrics_port, processes", [(65535, 2), (65534, 3)])
+def test_metrics_ports_past_65535_are_refused_in_one_line(untrained_bundle, metrics_port, processes):
+    """With --processes N process i serves metrics on PORT+i: a PORT too near the top is a usage
+    error before any process starts, whichever door the command comes through."""
+    argv = ["--bundle", str(untrained_bundle), "--port", "0", "--metrics-port", str(metrics_port),
+            "--processes", str(processes)]
+    for entry in (["-m", "l3p", "serve"], ["-m", "l3p.serving"]):
+        result = subprocess.run([sys.executable, *entry, *argv], capture_output=True, text=True, timeout=120,
+                                check=False)
+        assert (result.returncode, result.stdout) == (USAGE, ""), result.stderr
+        assert result.stderr == (
+            f"l3p serve: error: --metrics-port {metrics_port} with --processes {processes} needs ports "
+            f"{metrics_port}-{metrics_port + processes - 1} (process i serves PORT+i), past 65535: choose a "
+            f"--metrics-port <= {65536 - processes}\n")
 
 
 def time_wait_addresses() -> set[str]:

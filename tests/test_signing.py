@@ -307,8 +307,75 @@ def test_a_server_that_cannot_keep_its_served_sequences_refuses_signed_versions(
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0] == (f"l3p serve: error: served-sequences file {state}/l3p/served-sequences.json: cannot open it "
                         "(Not a directory); signed versions are refused until it can be read and written (it keeps "
-                        "the highest sequence served per model: fix it, or set XDG_STATE_HOME to a writable "
-                        "directory)")
+                        "the highest sequence served per model: fix it, or choose a writable file with "
+                        "--served-sequences FILE)")
+
+
+def test_served_sequences_live_where_the_operator_says(tmp_path, signed_bundles, keys):
+    """--served-sequences FILE: the processes of --processes 2 keep their marks there (the default
+    file is never written), a restart on the same file refuses the rolled-back version before a process is
+    spawned, and ``l3p rollback --served-sequences FILE`` lowers that file's mark."""
+    root, env, marks = tmp_path / "models", state_env(tmp_path), tmp_path / "volume" / "marks.json"
+    old, new = signed_bundles
+    shutil.copytree(new, root / "reach" / "2")
+    args = ["--trusted-keys", str(keys["trusted"]), "--served-sequences", str(marks)]
+    with LocalServer(models=root, extra_args=[*args, "--processes", "2"], env=env) as server, \
+            grpc.insecure_channel(server.target) as channel:
+        info = pb_grpc.PlannerStub(channel).GetModelInfo(pb.GetModelInfoRequest(model="reach"), timeout=TIMEOUT)
+        assert info.version == "2"
+    state = json.loads(marks.read_text())
+    assert state["repositories"][os.path.realpath(root)]["reach"]["sequence"] == signed_sequence(new)
+    assert not (tmp_path / "state").exists()
+
+    shutil.copytree(old, root / "reach" / "3")
+    result = serve_once("--models", str(root), *args, "--processes", "2", env=env)
+    assert (result.returncode, result.stderr) == (2, (
+        f"l3p serve: error: reach/3 is signed with sequence {signed_sequence(old)} (signed "
+        f"{signing_time(signed_sequence(old))}), below sequence {signed_sequence(new)} (signed "
+        f"{signing_time(signed_sequence(new))}) of reach/2, the highest this server has served for reach: refusing "
+        "a rollback (to roll back on purpose, run l3p rollback --models DIR reach --served-sequences FILE on the "
+        "server)\n"))
+
+    done = subprocess.run([sys.executable, "-m", "l3p.cli", "rollback", "--trusted-keys", str(keys["trusted"]),
+                           "--models", str(root), "reach", "--served-sequences", str(marks)],
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith(f"Marks: {marks}"), done.stderr
+    with LocalServer(models=root, extra_args=args, env=env) as server, grpc.insecure_channel(server.target) as channel:
+        info = pb_grpc.PlannerStub(channel).GetModelInfo(pb.GetModelInfoRequest(model="reach"), timeout=TIMEOUT)
+        assert info.version == "3"
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("where, trusted, message", [
+    ("inside", True, "the served-sequences file {marks} is inside the model repository {root}: whoever can write "
+                     "the repository could lower its marks; keep it outside (--served-sequences FILE)"),
+    ("outside", False, "--served-sequences keeps the sequences of signatures: it goes with --trusted-keys"),
+])
+def test_a_served_sequences_file_that_cannot_protect_is_refused(tmp_path, signed_bundles, keys, where, trusted,
+                                                                 message):
+    root = tmp_path / "models"
+    shutil.copytree(signed_bundles[0], root / "reach" / "1")
+    marks = (root / "reach" if where == "inside" else tmp_path) / "marks.json"
+    result = serve_once("--models", str(root), "--served-sequences", str(marks),
+                        *(["--trusted-keys", str(keys["trusted"])] if trusted else []), env=state_env(tmp_path))
+    assert (result.returncode, result.stderr) == (
+        2, f"l3p serve: error: {message.format(marks=marks, root=root)}\n")
+    assert not marks.exists()
+
+
+def test_a_bundle_signed_for_another_model_is_refused_before_a_process_starts(tmp_path, signed_bundles, keys):
+    """Signed (genuinely) for "pick", copied in as "reach": one line from the start-up check, no
+    process spawned to load it."""
+    root = tmp_path / "models"
+    shutil.copytree(signed_bundles[0], root / "reach" / "1")
+    sign_bundle(root / "reach" / "1", load_private_key(keys["nightly"]), "pick")
+    for processes in ("1", "2"):
+        result = serve_once("--models", str(root), "--trusted-keys", str(keys["trusted"]), "--processes", processes,
+                            env=state_env(tmp_path))
+        assert result.returncode == 2 and result.stderr.startswith(
+            "l3p serve: error: reach/1 is signed for model pick, not reach: refusing to serve another model's "
+            "bundle as reach") and result.stderr.count("\n") == 1, result.stderr
+    assert not (tmp_path / "state").exists()  # nothing was loaded, so nothing recorded
 
 
 def test_keygen_and_sign_commands(tmp_path, untrained_bundle):
