@@ -46,11 +46,13 @@ def bare_env_rate(env_id: str, n_envs: int, steps: int) -> float:
     return rate
 
 
-def update_ms(trainer: Trainer, device: str, batch_size: int, steps: int) -> float:
-    """Milliseconds per optimizer step (every network; cluster work on its schedule) of a learner on
-    ``device`` with the trainer's weights, on batches from its replay; after warm-up steps (which
-    on CUDA include the graph capture)."""
-    cfg = trainer.cfg.replace(device=device)
+def update_ms(trainer: Trainer, device: str, batch_size: int, steps: int, cuda_graph: bool = True,
+              clusters: bool = True, status: dict | None = None) -> float:
+    """Milliseconds per optimizer step (every network; with ``clusters``, the cluster work on its
+    schedule once the trainer's clusters exist) of a learner on ``device`` with the trainer's
+    weights, on batches from its replay; after warm-up steps (which on CUDA include each part's
+    graph capture, unless ``cuda_graph`` is off). ``status``: filled with the parts' capture status."""
+    cfg = trainer.cfg.replace(device=device, cuda_graph=cuda_graph)
     agent = L3PAgent(cfg, trainer.spec)
     agent.load_state_dict(trainer.agent.state_dict())
     rng = np.random.default_rng(0)
@@ -58,17 +60,25 @@ def update_ms(trainer: Trainer, device: str, batch_size: int, steps: int) -> flo
     def batch():
         return trainer.replay.sample(batch_size, rng, trainer.env.compute_reward, cfg.relabel_p, cfg.future_step)
 
-    for _ in range(GRAPH_WARMUP_STEPS + 2):
-        agent.update(batch(), agent.cluster_work(trainer.replay, rng))
+    def work():
+        return agent.cluster_work(trainer.replay, rng) if clusters else None
+
+    # Each cluster part warms up and is captured on its own schedule (every cluster_every or
+    # cluster_refresh_every steps): enough steps for the slower one to be replaying.
+    for _ in range((GRAPH_WARMUP_STEPS + 2) * max(cfg.cluster_every, cfg.cluster_refresh_every)):
+        agent.update(batch(), work())
     agent.drain()
     batches = [batch() for _ in range(steps)]  # sampled beforehand: the learner's time alone
     _sync(agent.device)
     t0 = time.perf_counter()
     for b in batches:
-        agent.update(b, agent.cluster_work(trainer.replay, rng))
+        agent.update(b, work())  # the cluster work is drawn per step: its schedule reads the step count
     agent.drain()  # overlapped (CPU) or queued (GPU) steps count too
     _sync(agent.device)
-    return (time.perf_counter() - t0) / steps * 1e3
+    elapsed = time.perf_counter() - t0
+    if status is not None:
+        status.update(agent.capture_status())
+    return elapsed / steps * 1e3
 
 
 def _sync(device: torch.device) -> None:

@@ -227,3 +227,50 @@ def test_learning_speed_compares_runs_over_the_env_steps_both_reached(tmp_path):
     proc = subprocess.run([sys.executable, str(BENCHMARKS / "learning_speed.py"), str(plan), str(other)],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and "the runs train different envs" in proc.stderr
+
+
+# nvidia-smi's stand-in: the machine line, or a sample every 0.2 s in the real one's format, always 42 %.
+FAKE_NVIDIA_SMI = """#!/usr/bin/env bash
+case "$*" in
+  *name,driver_version*) echo "Stand-in GPU, 0.0, 1 MiB" ;;
+  *) while true; do echo "$(date '+%Y/%m/%d %H:%M:%S.%3N'), 42, 100"; sleep 0.2; done ;;
+esac
+"""
+
+
+def test_the_gpu_check_dry_run_writes_every_part_from_outside_the_checkout(tmp_path):
+    """`gpu_check.sh --dry-run` (CPU, tiny sizes) run from a folder outside the checkout: the table's
+    eager rows measured and its captured rows marked as needing CUDA, the offline run to its steps
+    with the clusters starting where configured, FetchPush to its budget with its evaluations, the
+    GPU utilization read from nvidia-smi's lines (a stand-in printing 42 %), and one summary."""
+    assert benchmark("gpu_check", "--help", cwd=tmp_path).stdout.startswith("usage: ")
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_NVIDIA_SMI)
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(BENCHMARKS / "gpu_check.sh"), "--dry-run", "--python", sys.executable,
+                           "--out", "out", "--work", "work"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "gpu_check.json", "gpu_check.log", "offline.json", "push.json", "table.json"]
+    result = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    assert result["machine"]["gpu"] == "Stand-in GPU, 0.0, 1 MiB"
+    rows = result["table"]["rows"]
+    assert [(r["batch"], r["mode"]) for r in rows] == [(16, "eager"), (16, "captured"), (32, "eager"), (32, "captured")]
+    for eager in rows[::2]:
+        assert eager["ms_with_cluster_work"] > 0 and eager["ms_without_cluster_work"] > 0
+        assert eager["parts"] == {"update": "eager", "refresh": "eager", "clusters": "eager"}
+    assert all(r["note"] == "needs CUDA (device cpu)" for r in rows[1::2])
+    offline = result["offline"]
+    assert (offline["optimizer_steps"], offline["clusters_from_step"], offline["evaluations"]) == (60, 20, 2)
+    assert offline["dataset"]["episodes"] == 10 and "--seed 3" in offline["command"]
+    for span in ("whole_run", "before_clusters_learner_cycles", "after_clusters_learner_cycles"):
+        assert offline["gpu_utilization"][span]["samples"] > 0 and offline["gpu_utilization"][span]["mean_pct"] == 42.0
+    push = result["push"]
+    assert "--preset-option gpu" in push["command"] and (push["device"], push["batch_size"]) == ("cpu", 32)
+    assert push["env_steps"] == 400 and [r["env_steps"] for r in push["evaluations"]] == [200, 400]
+    assert 0.0 <= push["final_success_policy"] <= 1.0 and push["gpu_utilization"]["mean_pct"] == 42.0
+    log = (tmp_path / "out" / "gpu_check.log").read_text()
+    assert "push: 400 env steps, 12 optimizer steps" in log and "(dry run)" in log

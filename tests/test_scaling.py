@@ -3,6 +3,7 @@ N, bounded staleness is recorded, and the learner moves between devices (CUDA pa
 without a GPU, with the reason)."""
 from __future__ import annotations
 
+import argparse
 import csv
 import shutil
 import subprocess
@@ -13,8 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from l3p.training.agent import L3PAgent
-from l3p.training.device import DeviceError
+from l3p.training.agent import ClusterWork, L3PAgent
+from l3p.training.arguments import add_train_arguments
+from l3p.training.commands import train_config
+from l3p.training.config import TrainConfig, preset
+from l3p.training.device import GRAPH_WARMUP_STEPS, DeviceError
 from l3p.training.export import export_bundle
 from l3p.training.trainer import CHECKPOINT, CheckpointError, Trainer
 from test_training_run import params, tiny_cfg
@@ -99,6 +103,50 @@ def test_resume_may_change_where_a_run_runs_not_what_it_learns(tmp_path):
     assert "--set collectors=2" in resumed.command
 
 
+def train_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_updates_per_env_step_sets_each_cycles_updates_and_its_fraction_survives_a_resume(tmp_path):
+    """1.3 updates per cycle of 100 env steps (2 envs x 50): 1, 1, 1, 2 over the four learning cycles
+    after the warm-up one; stopped after two, the owed 0.6 update is in the checkpoint."""
+    cfg = tiny_cfg(5, updates_per_env_step=0.013, checkpoint_every_cycles=100)
+    first = Trainer(cfg, tmp_path)
+    first.train(show_progress=False, until_env_steps=3 * 100)
+    assert first.agent.optimizer_steps == 2 and first.progress.update_credit == pytest.approx(0.6)
+    resumed = Trainer.resume(tmp_path)
+    assert resumed.progress.update_credit == pytest.approx(0.6)
+    resumed.train(show_progress=False)
+    assert resumed.agent.optimizer_steps == 5 and resumed.progress.update_credit == pytest.approx(0.2)
+
+
+def test_the_update_ratio_is_checked_and_set_from_the_command_line():
+    assert train_config(train_args("--env", "FetchPush-v4", "--set",
+                                   "updates_per_env_step=0.05")).updates_per_env_step == 0.05
+    with pytest.raises(ValueError, match="updates_per_env_step must be > 0 or null, got 0"):
+        TrainConfig(updates_per_env_step=0)
+    with pytest.raises(ValueError, match="an offline run \\(dataset\\) collects none: its budget is offline_updates"):
+        TrainConfig(updates_per_env_step=0.1, dataset="data.npz", relabel_p=0.5)
+
+
+def test_the_gpu_preset_option_puts_the_learner_on_cuda_with_four_times_the_batch():
+    push = preset("FetchPush-v4")
+    gpu = train_config(train_args("--env", "FetchPush-v4", "--preset-option", "gpu"))
+    assert (gpu.device, gpu.batch_size) == ("cuda", 4 * push.batch_size) == ("cuda", 4096)
+    assert gpu.replace(device=push.device, batch_size=push.batch_size) == push  # nothing else changes
+    # --config and --set apply after it.
+    again = train_config(train_args("--env", "FetchPush-v4", "--preset-option", "gpu", "--set", "batch_size=2048",
+                                    "--set", 'device="auto"'))
+    assert (again.device, again.batch_size) == ("auto", 2048)
+    assert preset("ogbench/pointmaze-large-v0", ["gpu"]).batch_size == 4 * 512
+    with pytest.raises(ValueError, match="unknown preset option 'gpus'; the options are: gpu \\(did you mean 'gpu'"):
+        preset("FetchPush-v4", ["gpus"])
+    with pytest.raises(SystemExit):
+        train_args("--env", "FetchPush-v4", "--preset-option", "fast")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_asking_for_cuda_without_one_is_a_clear_error(tmp_path):
     with pytest.raises(DeviceError, match="sees no CUDA device.*device=cpu or auto"):
@@ -124,11 +172,41 @@ def test_the_cuda_graph_step_matches_the_eager_step(tmp_path):
         for agent in agents.values():
             agent.update(batch)
     rows = {g: a.drain() for g, a in agents.items()}
-    assert agents[True]._graphed.graph is not None, agents[True]._graphed.eager_reason
+    assert agents[True].capture_status()["update"] == "captured"
     np.testing.assert_allclose([r["loss_critic"] for r in rows[True]], [r["loss_critic"] for r in rows[False]],
                                rtol=1e-4)
     for (k, a), b in zip(agents[True].actor.state_dict().items(), agents[False].actor.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=k)
+
+
+@NEEDS_CUDA
+def test_the_captured_cluster_refresh_and_elbo_step_match_the_eager_ones(tmp_path):
+    """With the clusters on and a GLS refresh and an ELBO step at every step (so each of the three
+    graphs is captured and then replayed): the same losses, clusters, cluster batch and weights as
+    the eager GPU step on the same batches, refresh goals and start indices."""
+    trainer = Trainer(tiny_cfg(2), tmp_path)
+    trainer.train(show_progress=False, until_env_steps=100)
+    rng = np.random.default_rng(0)
+    trainer.agent.init_clusters(trainer.replay.sample_goals(trainer.cfg.gls_sample, rng), rng)
+    agents = {}
+    for graph in (True, False):
+        agents[graph] = L3PAgent(trainer.cfg.replace(device="cuda", cuda_graph=graph), trainer.spec)
+        agents[graph].load_state_dict(trainer.agent.state_dict())
+    for step in range(GRAPH_WARMUP_STEPS + 4):
+        batch = trainer.replay.sample(32, np.random.default_rng(step), trainer.env.compute_reward)
+        work = ClusterWork(refresh_goals=trainer.replay.sample_goals(trainer.cfg.gls_sample, rng),
+                           refresh_first=int(rng.integers(trainer.cfg.gls_sample)), step=True)
+        for agent in agents.values():
+            agent.update(batch, work)
+    rows = {g: a.drain() for g, a in agents.items()}
+    assert agents[True].capture_status() == {"update": "captured", "refresh": "captured", "clusters": "captured"}
+    for key in ("loss_critic", "loss_ae", "loss_clusters"):
+        np.testing.assert_allclose([r[key] for r in rows[True]], [r[key] for r in rows[False]], rtol=1e-4, err_msg=key)
+    torch.testing.assert_close(agents[True].cluster_batch, agents[False].cluster_batch, rtol=1e-4, atol=1e-5)
+    for name in ("clusters", "ae", "actor"):
+        for (k, a), b in zip(agents[True].modules()[name].state_dict().items(),
+                             agents[False].modules()[name].state_dict().values()):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=f"{name}.{k}")
 
 
 @NEEDS_CUDA

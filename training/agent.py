@@ -9,14 +9,18 @@ one goes on with step k's actor and the next steps' critics and actors: both cor
 network sees exactly the inputs and weights of the sequential order, so the losses and the whole
 run are the same (tests/test_learning_units.py, tests/test_collector.py).
 
-On a GPU (``cfg.device``) the networks, normalizer statistics and the step live on the device; the
-whole step (both halves, minus the occasional GLS refresh and cluster step) is replayed as one
-CUDA graph (training/device.py), and the losses are read once per cycle (``drain``), not per step.
+On a GPU (``cfg.device``) the networks, normalizer statistics and the step live on the device, in
+fixed shapes and three parts, each captured as its own CUDA graph (training/device.py) and replayed
+when due: every step's update (both halves but the clusters), the GLS refresh of the cluster batch
+(every ``cluster_refresh_every`` steps: farthest-point picks among uploaded replay goals, on the
+device) and the ELBO step of the clusters (every ``cluster_every``). The losses are read once per
+cycle (``drain``), not per step.
 """
 from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -27,7 +31,7 @@ from l3p.training import losses
 from l3p.training.config import TrainConfig
 from l3p.training.device import BatchUploader, GraphedStep, resolve_device
 from l3p.sim.envs import EnvSpec
-from l3p.training.gls import greedy_latent_sparsification
+from l3p.training.gls import greedy_latent_sparsification, static_greedy_latent_sparsification
 from l3p.training.networks import (Actor, DistanceCritic, DistanceWithPolicy, GoalAutoEncoder, LatentClusters,
                                ValueNet)
 from l3p.training.normalizer import Normalizer
@@ -82,7 +86,8 @@ class L3PAgent:
         # The second learner thread uses the CPU's second core; a GPU runs the step as one stream.
         self._overlap = cfg.overlap_updates and not on_gpu
         self._upload = BatchUploader(self.device) if on_gpu else None
-        self._graphed = GraphedStep(self._device_step, self.device) if self._capturable else None
+        self._upload_refresh = BatchUploader(self.device) if on_gpu else None
+        self._graphed = self._graph_parts() if self._capturable else None
         if on_gpu and not cfg.cuda_graph:
             log.info("CUDA graph off (cuda_graph=false): the optimizer step runs eagerly")
         self._device_losses: list[tuple[torch.Tensor, torch.Tensor | None]] = []  # read at drain()
@@ -177,30 +182,97 @@ class L3PAgent:
         return loss_v, loss_ae
 
     def _cluster_step(self, clusters: ClusterWork) -> torch.Tensor | None:
-        """The cluster part (its GLS refresh reads the autoencoder, so it comes after the AE step)."""
+        """The cluster part on the CPU (its GLS refresh reads the autoencoder, so it comes after the
+        AE step; the picks are made on the host)."""
         if clusters.refresh_goals is not None:
-            self._cluster_batch = self._gls_latents(clusters.refresh_goals, self.cfg.cluster_batch,
-                                                    first=clusters.refresh_first)
-        if not clusters.step:
-            return None
-        loss = losses.cluster_loss(self.clusters, self._cluster_batch)
-        _step(self.opt_clusters, loss, self.cfg.grad_norm_clip)
-        return loss
+            self._set_cluster_batch(self._gls_latents(clusters.refresh_goals, self.cfg.cluster_batch,
+                                                      first=clusters.refresh_first))
+        return self._elbo_step({}) if clusters.step else None
 
+    # ----- the device step: fixed shapes, each part replayed as a CUDA graph -----
     def _update_on_device(self, b: Batch, clusters: ClusterWork | None) -> dict[str, float]:
-        """The GPU step: the fixed-shape part as one graph replay (or eagerly), then the cluster
-        part (its GLS refresh runs on the host). Losses stay on the device until ``drain``."""
-        t = self._upload({k: v for k, v in vars(b).items() if v is not None})
-        fixed = self._graphed(t) if self._graphed is not None else self._device_step(t)
+        """The GPU step: the batch (and, when a refresh is due, its goals) uploaded, then
+        `static_update`. Losses stay on the device until ``drain``."""
         clusters = clusters if self.clusters_ready and clusters is not None else ClusterWork()
-        loss_clusters = self._cluster_step(clusters)
-        self._device_losses.append((fixed, None if loss_clusters is None else loss_clusters.detach()))
+        t = self._upload({k: v for k, v in vars(b).items() if v is not None})
+        refresh = None if clusters.refresh_goals is None else self._upload_refresh(self.refresh_inputs(clusters))
+        self._device_losses.append(self.static_update(t, refresh, clusters.step))
         self.optimizer_steps += 1
         return {}
 
+    def static_update(self, t: dict[str, torch.Tensor], refresh: dict[str, torch.Tensor] | None,
+                      cluster_step: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One optimizer step from tensors, every part in fixed shapes: the update; the GLS refresh
+        (``refresh``: its goals and start index, when due), which reads the autoencoder after its
+        step; the ELBO step (when due), on the refreshed batch. The order of the CPU step but for the
+        actor, whose step shares nothing with the cluster part. Returns the stacked update losses
+        and the cluster loss (None without a cluster step)."""
+        fixed = self._part("update")(t)
+        if refresh is not None:
+            self._part("refresh")(refresh)
+        return fixed, self._part("clusters")({}) if cluster_step else None
+
+    @property
+    def cluster_batch(self) -> torch.Tensor | None:
+        """The latents the ELBO steps fit (GLS-picked, re-picked every ``cluster_refresh_every`` steps)."""
+        return self._cluster_batch
+
+    def capture_status(self) -> dict[str, str]:
+        """Each device part's state: "captured", "warming up" (its eager calls before the capture),
+        why it runs eagerly for good, or "eager" (on the CPU, or with cuda_graph off)."""
+        if self._graphed is None:
+            return {name: "eager" for name in self._part_functions()}
+        return {name: "captured" if g.graph is not None else g.eager_reason or "warming up"
+                for name, g in self._graphed.items()}
+
+    def _part(self, name: str) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+        """A device part: its CUDA graph (captured after its eager warm-up calls), or the plain function."""
+        return self._graphed[name] if self._graphed is not None else self._part_functions()[name]
+
+    def _part_functions(self) -> dict[str, Callable[[dict[str, torch.Tensor]], torch.Tensor]]:
+        """The device step's parts, in the order they run."""
+        return {"update": self._device_step, "refresh": self._refresh_step, "clusters": self._elbo_step}
+
+    def _graph_parts(self) -> dict[str, GraphedStep]:
+        return {name: GraphedStep(step, self.device, name=f"{name} part of the optimizer step")
+                for name, step in self._part_functions().items()}
+
+    def refresh_inputs(self, clusters: ClusterWork) -> dict[str, np.ndarray]:
+        """A refresh's host inputs in their fixed shapes: ``gls_sample`` goals and the start index
+        (a float32 beside them in the one upload; exact below 2**24)."""
+        goals = clusters.refresh_goals
+        expected = (self.cfg.gls_sample, self.spec.goal_dim)
+        if goals.shape != expected:
+            raise ValueError(f"a GLS refresh on the device takes {expected} goals (gls_sample x goal_dim), "
+                             f"got {goals.shape}")
+        return {"goals": goals, "first": np.array([clusters.refresh_first], np.float32)}
+
+    @torch.no_grad()
+    def _refresh_step(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The GLS refresh in fixed shapes: the cluster batch becomes the encodings of the goals that
+        `static_greedy_latent_sparsification` picks (written in place: a graph reads its memory)."""
+        goals = inputs["goals"]
+        k = min(self.cfg.cluster_batch, goals.shape[0])
+        picks = static_greedy_latent_sparsification(self.ae.encode(goals), k, inputs["first"])
+        self._set_cluster_batch(self.ae.encode(goals.index_select(0, picks)))
+        return picks
+
+    def _elbo_step(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """One ELBO step of the latent clusters on the cluster batch (no inputs: the batch is state)."""
+        loss = losses.cluster_loss(self.clusters, self._cluster_batch)
+        _step(self.opt_clusters, loss, self.cfg.grad_norm_clip)
+        return loss.detach()
+
+    def _set_cluster_batch(self, z: torch.Tensor) -> None:
+        """Copied into the batch's memory when the shape is the same (the graphs hold that memory)."""
+        if self._cluster_batch is not None and self._cluster_batch.shape == z.shape:
+            self._cluster_batch.copy_(z)
+        else:
+            self._cluster_batch = z.detach().clone()
+
     def _device_step(self, t: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Critic, V, autoencoder and actor steps; their losses stacked (the halves touch disjoint
-        parameters, so running V and the AE before the actor changes no result)."""
+        """The update part: critic, V, autoencoder and actor steps; their losses stacked (the halves
+        touch disjoint parameters, so running V and the AE before the actor changes no result)."""
         cfg = self.cfg
         loss_c = self._critic_loss(t)
         _step(self.opt_critic, loss_c, cfg.grad_norm_clip)
@@ -266,7 +338,7 @@ class L3PAgent:
         self.clusters.centroids.copy_(z)
         spread = self.ae.encode(torch.as_tensor(replay_goals, device=self.device)).std(0).clamp(min=1e-3)
         self.clusters.log_std.copy_(torch.log(spread / np.sqrt(self.cfg.n_landmarks)))
-        self._cluster_batch = self._gls_latents(replay_goals, self.cfg.cluster_batch, rng)
+        self._set_cluster_batch(self._gls_latents(replay_goals, self.cfg.cluster_batch, rng))
         self.clusters_ready = True
 
     @torch.no_grad()
@@ -292,7 +364,7 @@ class L3PAgent:
         self._wait()
         state = {"modules": {k: m.state_dict() for k, m in self.modules().items()},
                  "optimizer_steps": self.optimizer_steps, "clusters_ready": self.clusters_ready,
-                 "cluster_batch": self._cluster_batch}
+                 "cluster_batch": None if self._cluster_batch is None else self._cluster_batch.clone()}
         if optimizers:
             state["optimizers"] = {k: o.state_dict() for k, o in self.optimizers().items()}
         return state
@@ -310,9 +382,9 @@ class L3PAgent:
         self.optimizer_steps = state["optimizer_steps"]
         self.clusters_ready = state["clusters_ready"]
         batch = state["cluster_batch"]
-        self._cluster_batch = None if batch is None else batch.to(self.device)
-        if self._graphed is not None:  # the optimizer state tensors are new: capture again
-            self._graphed = GraphedStep(self._device_step, self.device)
+        self._cluster_batch = None if batch is None else batch.to(self.device, copy=True)
+        if self._graphed is not None:  # the optimizer state and cluster batch tensors are new: capture again
+            self._graphed = self._graph_parts()
 
     def on_cpu(self) -> "L3PAgent":
         """This agent, or a CPU copy of it (export traces the networks on the CPU)."""

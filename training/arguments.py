@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from l3p.core.names import OPTIONS
-from l3p.training.config import PLACEMENT_KEYS, PLANNER_KEYS
+from l3p.training.config import PLACEMENT_KEYS, PLANNER_KEYS, PRESET_OPTIONS
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +21,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="a training config, TOML or JSON (e.g. the config.json a run wrote): its keys replace "
                              "the env's preset; --env, --steps, --seed and --set override it")
+    parser.add_argument("--preset-option", action="append", default=[], choices=list(PRESET_OPTIONS),
+                        metavar="NAME", help="change the env's preset before --config and --set (repeatable): "
+                                             + "; ".join(f"{name}: {o.help}" for name, o in PRESET_OPTIONS.items()))
     parser.add_argument("--dataset", help="train offline from this recorded dataset (.npz, docs/dataset.md; e.g. "
                                           "made by `l3p dataset`), or the recordings a mapping file (.yaml) names, "
                                           "read in place (docs/guides/recordings.md): no env steps, the env is the "

@@ -69,8 +69,9 @@ def run_train(args: argparse.Namespace) -> int:
         run_dir = Path(args.out or f"runs/{cfg.env_id}")
         if (run_dir / CHECKPOINT).exists() and not args.force:
             raise TrainArgumentError(f"{run_dir} already holds a run; use --resume {run_dir} or --force to start over")
-        command = _command_line("train", [], [("--config", args.config), ("--env", args.env), ("--dataset", args.dataset), ("--out", args.out),
-                                              ("--steps", args.steps),
+        command = _command_line("train", [], [("--config", args.config), ("--env", args.env),
+                                              ("--preset-option", args.preset_option), ("--dataset", args.dataset),
+                                              ("--out", args.out), ("--steps", args.steps),
                                               ("--seed", args.seed), ("--set", args.set),
                                               ("--ray-address", args.ray_address), ("--export", args.export),
                                               ("--force", args.force)])
@@ -124,9 +125,10 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         env = recorded
     if not env:
         raise TrainArgumentError("give --env ENV_ID or --dataset FILE (or --resume RUN_DIR)")
-    base = {**preset(env).to_dict(), **from_file, "env_id": env}
+    start = preset(env, args.preset_option).to_dict()
+    base = {**start, **from_file, "env_id": env}
     if isinstance(from_file.get("planner"), dict):  # a [planner] table changes the preset's planner
-        base["planner"] = {**preset(env).to_dict()["planner"], **from_file["planner"]}
+        base["planner"] = {**start["planner"], **from_file["planner"]}
     _build(base, where if args.config else "preset")
     overrides = parse_overrides(args.set, "--set")
     check_train_keys(overrides, "--set")

@@ -69,6 +69,10 @@ class TrainConfig:
     random_eps: float = documented(0.3, "probability of a uniform random action")
     updates_per_cycle: int = documented(40, "optimizer steps after each cycle of n_envs episodes (offline: one "
                                         "cycle is this many updates)")
+    updates_per_env_step: float | None = documented(None, "online: optimizer steps per collected env step, in "
+                                                    "place of updates_per_cycle (each cycle runs this ratio of the "
+                                                    "env steps it stored; the fraction carries to the next cycle), so "
+                                                    "the ratio holds whatever n_envs; null: updates_per_cycle")
     batch_size: int = documented(256, "transitions per optimizer step")
     buffer_episodes: int = documented(20_000, "replay capacity, episodes")
 
@@ -180,6 +184,11 @@ class TrainConfig:
             raise ValueError(f"goal_radius must be > 0 or null, got {self.goal_radius!r}")
         if self.grad_norm_clip is not None and not self.grad_norm_clip > 0:
             raise ValueError(f"grad_norm_clip must be > 0 or null, got {self.grad_norm_clip!r}")
+        if self.updates_per_env_step is not None and not self.updates_per_env_step > 0:
+            raise ValueError(f"updates_per_env_step must be > 0 or null, got {self.updates_per_env_step!r}")
+        if self.updates_per_env_step is not None and self.dataset is not None:
+            raise ValueError("updates_per_env_step counts collected env steps and an offline run (dataset) collects "
+                             "none: its budget is offline_updates, in cycles of updates_per_cycle")
         if not isinstance(self.planner, PlannerConfig):
             raise TypeError(f"planner must be a PlannerConfig, got {type(self.planner).__name__}")
         self.planner.validate()
@@ -321,12 +330,35 @@ PRESETS["ogbench/pointmaze-giant-v0"] = PRESETS["ogbench/pointmaze-large-v0"].re
     env_id="ogbench/pointmaze-giant-v0", n_landmarks=150)
 
 
-def preset(env_id: str) -> TrainConfig:
+@dataclass(frozen=True)
+class PresetOption:
+    """A named change to any env's preset (``l3p train --preset-option NAME``), made before --config
+    and --set apply; the run's config.json holds the result, so a resumed run keeps it."""
+
+    help: str
+    device: str | None = None  # the learner's device; None: the preset's
+    batch_scale: int = 1       # batch_size times this
+
+
+PRESET_OPTIONS: dict[str, PresetOption] = {
+    # A GPU update is launch-bound at these network sizes (the captured step measured 1.23 ms at batch
+    # 256 and 1.20 ms at 1024 on an H200: docs/results/training.md), so 4x the rows cost about nothing.
+    "gpu": PresetOption(help="the learner on CUDA with 4x the preset's batch", device="cuda", batch_scale=4),
+}
+
+
+def preset(env_id: str, options: tuple[str, ...] | list[str] = ()) -> TrainConfig:
     """The preset for ``env_id``, or the defaults for an env without one (e.g. a user's own goal
-    env, ``package.module:EnvClass``); whether the env exists is checked when it is made."""
-    if env_id not in PRESETS:
-        return TrainConfig(env_id=env_id)
-    return dataclasses.replace(PRESETS[env_id])
+    env, ``package.module:EnvClass``), with the named `PRESET_OPTIONS` applied in order; whether the
+    env exists is checked when it is made."""
+    cfg = dataclasses.replace(PRESETS[env_id]) if env_id in PRESETS else TrainConfig(env_id=env_id)
+    for name in options:
+        if name not in PRESET_OPTIONS:
+            raise ValueError(f"unknown preset option {name!r}; the options are: {', '.join(PRESET_OPTIONS)}"
+                             + did_you_mean(name, PRESET_OPTIONS))
+        option = PRESET_OPTIONS[name]
+        cfg = cfg.replace(device=option.device or cfg.device, batch_size=cfg.batch_size * option.batch_scale)
+    return cfg
 
 
 SHOW_CONFIG = "l3p train --show-config lists them"

@@ -1,9 +1,10 @@
 """The learner's device: choosing it, feeding it batches, and replaying its optimizer step as a CUDA graph.
 
 On the CPU none of this is used (the update reads the replay's numpy arrays directly, as it always
-did). On CUDA a host batch goes up in one pinned, asynchronous copy, and the optimizer step (every
-network's forward, backward and Adam step, with `capturable` optimizers) is captured once and then
-replayed as one CUDA graph: one launch instead of hundreds of small kernels.
+did). On CUDA a host batch goes up in one pinned, asynchronous copy, and each part of the optimizer
+step (every network's forward, backward and Adam step, with `capturable` optimizers; the latent
+clusters' GLS refresh and ELBO step) is captured once and then replayed as a CUDA graph: one launch
+instead of hundreds of small kernels, and no wait for the host in between.
 """
 from __future__ import annotations
 
@@ -72,10 +73,12 @@ class GraphedStep:
     """``step(inputs) -> tensor`` run eagerly for `GRAPH_WARMUP_STEPS` calls, then captured once and
     replayed as a CUDA graph on static copies of its inputs. ``step`` must only change tensors in
     place (parameters, optimizer state, normalizer buffers keep their memory) and its inputs must
-    keep their shapes. A capture that fails is logged with its reason; every later call runs eagerly."""
+    keep their shapes. A capture that fails is logged with its reason; every later call runs eagerly.
+    ``name`` says which step in the log."""
 
-    def __init__(self, step: Callable[[dict[str, torch.Tensor]], torch.Tensor], device: torch.device):
-        self.step, self.device = step, device
+    def __init__(self, step: Callable[[dict[str, torch.Tensor]], torch.Tensor], device: torch.device,
+                 name: str = "optimizer step"):
+        self.step, self.device, self.name = step, device, name
         self.calls = 0
         self.graph: torch.cuda.CUDAGraph | None = None
         self.eager_reason: str | None = None  # why the step runs eagerly for good
@@ -110,10 +113,10 @@ class GraphedStep:
             # Capture records kernels without running them: nothing was stepped.
             torch.cuda.synchronize(self.device)
             self.eager_reason = f"CUDA graph capture failed: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-            log.warning("%s; the optimizer step runs eagerly", self.eager_reason)
+            log.warning("%s; the %s runs eagerly", self.eager_reason, self.name)
             self._inputs, self._output = {}, None
             return self.step(inputs)
         self.graph = graph
-        log.info("optimizer step captured as a CUDA graph after %d eager steps", GRAPH_WARMUP_STEPS)
+        log.info("%s captured as a CUDA graph after %d eager calls", self.name, GRAPH_WARMUP_STEPS)
         graph.replay()
         return self._output.clone()

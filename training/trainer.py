@@ -3,17 +3,17 @@
 Each cycle stores one episode from every lockstep env (uniform random during warm-up, then the
 actor with exploration noise, or — on a ``plan_eps`` fraction of episodes once landmarks exist —
 the Algorithm-1 planner, noise-free; see training/collector.py), asks the collector for the next
-cycle's episodes on the current weights, and meanwhile runs ``updates_per_cycle`` optimizer steps on
-hindsight-relabelled batches plus latent-cluster steps and soft-updates the targets. With
-``collector="process"`` the collection runs in a second process, overlapping the updates; with
-``"inline"`` it runs first, in this one. Both give the same run. Every few cycles it evaluates
-(success with the policy alone and with the planner), logs a CSV row, redraws the learning curve,
-and writes a checkpoint that ``--resume`` continues exactly (it holds the collected, not yet
-stored, episodes of the next cycle). Every evaluation also keeps the weights it measured as a
-snapshot (``snapshots/``), because success can swing between evaluations: ``l3p export`` takes any
-of them, so the served model is the one validation chose, not merely the last. ``collectors``
-workers (processes, or Ray actors with ``collector="ray"``) share a cycle's envs; the learner runs
-on ``device`` (training/device.py).
+cycle's episodes on the current weights, and meanwhile runs ``updates_per_cycle`` optimizer steps
+(or ``updates_per_env_step`` per env step it stored) on hindsight-relabelled batches plus
+latent-cluster steps and soft-updates the targets. With ``collector="process"`` the collection runs
+in a second process, overlapping the updates; with ``"inline"`` it runs first, in this one. Both
+give the same run. Every few cycles it evaluates (success with the policy alone and with the
+planner), logs a CSV row, redraws the learning curve, and writes a checkpoint that ``--resume``
+continues exactly (it holds the collected, not yet stored, episodes of the next cycle). Every
+evaluation also keeps the weights it measured as a snapshot (``snapshots/``), because success can
+swing between evaluations: ``l3p export`` takes any of them, so the served model is the one
+validation chose, not merely the last. ``collectors`` workers (processes, or Ray actors with
+``collector="ray"``) share a cycle's envs; the learner runs on ``device`` (training/device.py).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import contextlib
 import csv
 import dataclasses
 import json
+import math
 import os
 import platform
 import threading
@@ -67,6 +68,7 @@ class Progress:
     wall_time_s: float = 0.0
     collector_cpu_s: float = 0.0  # CPU time spent collecting (in the workers, or inline)
     workers_replaced: int = 0     # rollout workers that died and were replaced (Ray)
+    update_credit: float = 0.0    # updates_per_env_step: the fraction of an update owed, carried to the next cycle
     history: list[dict] = field(default_factory=list)
 
 
@@ -283,11 +285,11 @@ class Trainer:
                 # The next cycle's episodes are collected on these weights while the updates run
                 # (in the collector process; inline, right here, first).
                 self._collector.submit(self._collect_request())
-                if not episodes.warmup:
-                    self._learn(cfg.updates_per_cycle, metrics)
-                p.cycle += 1
                 # n_envs episodes, or fewer when the learner runs ahead of slow workers (max_staleness)
                 steps = len(episodes.goal) * self.spec.max_steps
+                if not episodes.warmup:
+                    self._learn(self._updates_due(steps), metrics)
+                p.cycle += 1
                 p.env_steps += steps
                 p.wall_time_s += time.perf_counter() - t0
                 bar.update(steps)
@@ -322,6 +324,17 @@ class Trainer:
         if self._scalars is not None:
             self._scalars.close()
             self._scalars = None
+
+    def _updates_due(self, env_steps: int) -> int:
+        """A cycle's optimizer steps: ``updates_per_cycle``, or ``updates_per_env_step`` times the
+        ``env_steps`` it stored, the fraction carried over (so the run's ratio is exact)."""
+        ratio = self.cfg.updates_per_env_step
+        if ratio is None:
+            return self.cfg.updates_per_cycle
+        owed = self.progress.update_credit + ratio * env_steps
+        due = math.floor(owed + 1e-9)  # 0.05 * 800 must be 40, not 39 and a carried 0.999...
+        self.progress.update_credit = max(owed - due, 0.0)
+        return due
 
     def _learn(self, steps: int, metrics: dict[str, list[float]]) -> None:
         """``steps`` optimizer steps on relabelled replay batches (offline: in-sample, with random
