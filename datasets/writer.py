@@ -6,7 +6,8 @@ at any moment leaves every finished episode in a readable, checked file. A file 
 it holds ``rotate_steps`` steps; then the next file starts (``NAME.npz``, ``NAME_0001.npz``, ...).
 While it grows a file is written uncompressed (a rewrite costs a copy, not a compression); a full
 file, and the last one at ``close``, is written once more compressed.
-Memory holds the current file's steps and the running episode, nothing older, and an episode that
+A file already there is never written over: a recorder restarted with the same name continues the
+series. Memory holds the current file's steps and the running episode, nothing older, and an episode that
 never ends is cut at ``max_episode_steps`` (a long recording with one goal stays bounded).
 Numpy only: the ROS 2 recorders (no torch, no simulator) use it.
 """
@@ -33,7 +34,10 @@ class EpisodeWriter:
         self.max_episode_steps = max_episode_steps
         self.running: dict[str, list[Any]] = {}
         self.episodes: list[dict[str, np.ndarray]] = []  # of the current file
+        # Never over a file already there: a recorder restarted after a crash continues the series.
         self.file_index = 0
+        while self.file_path(self.file_index).exists():
+            self.file_index += 1
         self.files: list[Path] = []  # every file written so far
         self.counts = {"episodes": 0, "steps": 0, "short_episodes_left_out": 0, "episodes_cut": 0}
         self.digest: str | None = None

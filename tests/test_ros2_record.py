@@ -79,6 +79,12 @@ def test_the_writer_rotates_files_and_holds_only_the_current_one(tmp_path):
     lengths = [load_dataset(f).episode_lengths().tolist() for f in writer.files]
     assert lengths == [[10, 10, 10], [10, 12, 12], [6, 10, 10], [10, 10]]
     assert writer.counts == {"episodes": 11, "steps": 110, "short_episodes_left_out": 1, "episodes_cut": 2}
+    again = EpisodeWriter(tmp_path / "rec.npz", "E", {"by": "test"})  # a restarted recorder writes over nothing
+    for t in range(3):
+        again.add(observations=[9, t, 0.0], actions=[t, 0.0], achieved_goals=[9, t])
+    again.close()
+    assert [f.name for f in again.files] == ["rec_0004.npz"]
+    assert load_dataset(tmp_path / "rec.npz").episode_lengths().tolist() == [10, 10, 10]
 
 
 WRITER_CHILD = """
@@ -118,7 +124,8 @@ REASON = netns_unavailable()
 needs_ros2 = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 MAPPING = {"format": "rosbag2", "env_id": "PointMaze_UMaze-v3",
            "observation": [{"topic": "/robot/observation"}], "action": [{"topic": "/robot/commands"}],
-           "achieved_goal_indices": [0, 1], "desired_goal": [{"topic": "/robot/goal", "fields": ["point.x", "point.y"]}],
+           "achieved_goal_indices": [0, 1],
+           "desired_goal": [{"topic": "/robot/goal", "fields": ["point.x", "point.y"]}],
            "alignment": {"max_skew_s": 0.5, "max_gap_s": 2.0}}
 
 

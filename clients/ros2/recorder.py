@@ -9,8 +9,9 @@ each episode's last step. An episode shorter than 2 steps has no transition and 
 
 Streamed (`l3p.datasets.writer.EpisodeWriter`): each finished episode is written at once (the
 current file rewritten atomically), files rotate every 20,000 steps (``NAME.npz``,
-``NAME_0001.npz``, ...), and memory holds only the current file's steps: a bridge that records for
-days stays bounded, and a killed one leaves every finished episode readable.
+``NAME_0001.npz``, ...; a file already there is never written over: a restarted bridge continues the
+series), and memory holds only the current file's steps: a bridge that records for days stays
+bounded, and a killed one leaves every finished episode readable.
 """
 
 from __future__ import annotations
