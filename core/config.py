@@ -15,6 +15,8 @@ PRUNE_MIN_STEPS = 3.0
 PRUNE_PROGRESS = 0.5
 # follow_edges: the state is at a landmark when D to it is at most this many steps.
 AT_STEPS = PRUNE_MIN_STEPS
+# prune_loops: a landmark picked again within this many re-plans, the way left no shorter, is a loop.
+LOOP_REPLANS = 6
 
 
 def check_temperature(temperature: float) -> None:
@@ -67,6 +69,12 @@ class PlannerConfig:
     # landmark nearest the state by D, itself within the local cut) are candidates whatever their D
     # from the state: where the agent may go next is decided by the graph's edges, as the route was.
     follow_edges: bool = False
+    # Extension beyond Algorithm 1 (mode l3p). A route the agent cannot follow (a hop it cannot make
+    # that the distances call short) brings it back to where it was: a landmark picked again within
+    # LOOP_REPLANS re-plans while the estimate of the rest of the way (d_sc + d_cg) has not fallen by
+    # PRUNE_MIN_STEPS since its last pick is pruned for the episode as prune_failed prunes (incoming
+    # edges removed, d_cg solved again, every prune forgotten if no route is left).
+    prune_loops: bool = False
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field and its allowed range."""

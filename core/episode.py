@@ -29,6 +29,8 @@ subgoal index -1 means "the final goal".
    while graph edges are cut at d_max; with ``follow_edges`` (an extension, l3p) the landmarks
    the episode's graph connects from the landmark the state is at stay candidates whatever
    their distance from the state, so the local cut and the graph's agree on the route's next hop.
+   With ``prune_loops`` (an extension, l3p) a landmark picked again within a few re-plans without
+   the estimate of the rest of the way having fallen is pruned like a failed subgoal.
    With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
    also remembers subgoals it failed to reach and removes them from its graph, and restores
    them all when that leaves no route and the goal is beyond d_max. With ``require_progress``
@@ -49,7 +51,7 @@ from typing import Callable
 
 import numpy as np
 
-from l3p.core.config import AT_STEPS, PRUNE_AT_STEPS, PRUNE_MIN_STEPS, PRUNE_PROGRESS, PlannerConfig
+from l3p.core.config import AT_STEPS, LOOP_REPLANS, PRUNE_AT_STEPS, PRUNE_MIN_STEPS, PRUNE_PROGRESS, PlannerConfig
 from l3p.core.landmarks import LandmarkGraph
 from l3p.core.names import GOAL
 from l3p.core.search import ValueFn, as_nodes, solve_to_goal, distances_to_goal, pairwise_graph
@@ -137,7 +139,8 @@ class EpisodePlanner:
         self._subgoal = GOAL  # the goal until the first re-plan picks something else
         self._subgoal_d = 0.0  # D(state, subgoal) when it was picked
         self._bound = GOAL  # require_progress: the last landmark picked (GOAL: none yet)
-        self._pruned = np.zeros(self._n, bool)  # prune_failed: landmarks removed this episode
+        self._pruned = np.zeros(self._n, bool)  # prune_failed/prune_loops: landmarks removed this episode
+        self._picked: dict[int, tuple[int, float]] = {}  # prune_loops: landmark -> (re-plan, estimate) at its last pick
         self._w_start: np.ndarray | None = None  # prune_failed: the episode's edges, made on the first prune
         self._w: np.ndarray | None = None  # ... less the pruned landmarks' incoming edges
         self._pending: tuple[int, int] | None = None  # prepared: (index, counter) or re-plan
@@ -230,17 +233,25 @@ class EpisodePlanner:
         if d_sc[n] <= cfg.local_horizon:
             row = n  # the goal is close: go straight for it
         else:
-            prune = l3p and cfg.prune_failed
-            if prune and self._subgoal != GOAL and self._failed(d_sc[self._subgoal]):
+            prune = l3p and (cfg.prune_failed or cfg.prune_loops)
+            if l3p and cfg.prune_failed and self._subgoal != GOAL and self._failed(d_sc[self._subgoal]):
                 self._prune(self._subgoal)
             total = self._totals(d_sc, prune)
-            if (prune and self._pruned.any() and d_sc[n] > cfg.local_d_max
+            row = self._choose(total)
+            looped = l3p and cfg.prune_loops and row < n and self._looped(row, total[row])
+            if looped:
+                self._prune(row)  # back to a landmark it left without getting nearer the goal
+                total = self._totals(d_sc, prune)
+                row = self._choose(total)  # the goal itself when the loop was the only way left
+            if (not looped and prune and self._pruned.any() and d_sc[n] > cfg.local_d_max
                     and not np.isfinite(total[:n]).any()):
                 # Pruning left no route and the goal is out of reach: pressing towards it (into a
                 # wall, as often as not) cannot recover, so the episode's graph is restored.
                 self._unprune()
                 total = self._totals(d_sc, prune)
-            row = self._choose(total)
+                row = self._choose(total)
+            if l3p and cfg.prune_loops and row < n:
+                self._picked[row] = (self.replans, float(total[row]))
 
         self.replans += 1
         index = GOAL if row == n else row
@@ -261,12 +272,9 @@ class EpisodePlanner:
         cfg, n = self.config, self._n
         total = np.add(d_sc, self._d_cg, out=self._total)
         excluded = d_sc[:n] > cfg.local_d_max  # unreliable local D
-        goal_by_edge = False
         if cfg.mode == "l3p" and cfg.follow_edges and n > 0:
             for anchor in self._anchors(d_sc):  # the route goes on from there by the graph's edges
-                successors = np.isfinite(self._episode_weights()[anchor])
-                excluded &= ~successors[:n]
-                goal_by_edge |= bool(successors[n])
+                excluded &= ~np.isfinite(self._episode_weights()[anchor, :n])
         if cfg.mode == "l3p" and self._subgoal != GOAL:
             excluded[self._subgoal] = True  # never re-pick the subgoal being replaced
         if cfg.mode == "l3p" and cfg.require_progress and self._bound != GOAL:
@@ -275,7 +283,7 @@ class EpisodePlanner:
             excluded |= self._pruned
             excluded |= d_sc[:n] < PRUNE_AT_STEPS  # already there
         np.copyto(total[:n], np.inf, where=excluded)
-        if d_sc[n] > cfg.local_d_max and not goal_by_edge and np.isfinite(total[:n]).any():
+        if d_sc[n] > cfg.local_d_max and np.isfinite(total[:n]).any():
             total[n] = np.inf  # a far goal is cut like a landmark while one is usable
         return total
 
@@ -290,6 +298,12 @@ class EpisodePlanner:
         if self._subgoal != GOAL and self._subgoal != nearest and not self._failed(d_sc[self._subgoal]):
             anchors.append(self._subgoal)
         return anchors
+
+    def _looped(self, landmark: int, estimate: float) -> bool:
+        """prune_loops: the landmark was picked within the last LOOP_REPLANS re-plans, and the
+        estimate of the rest of the way (d_sc + d_cg) has not fallen by PRUNE_MIN_STEPS since."""
+        last = self._picked.get(landmark)
+        return last is not None and self.replans - last[0] <= LOOP_REPLANS and estimate > last[1] - PRUNE_MIN_STEPS
 
     def _failed(self, d_now: float) -> bool:
         """prune_failed: the subgoal being replaced was not reached (its counter ran out)."""

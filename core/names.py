@@ -165,6 +165,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "edges at d_max (an extension; 1: Algorithm 1)", modes=("l3p", "naive")),
     Option("follow_edges", "bool", "l3p: landmarks the graph connects from the landmark the state is at are "
            "candidates whatever their distance from the state (an extension)", modes=("l3p",)),
+    Option("prune_loops", "bool", "l3p: prune a landmark picked again within a few re-plans without the way to "
+           "the goal getting shorter (an extension)", modes=("l3p",)),
 )}
 EPISODE_OPTIONS = tuple(name for name, o in OPTIONS.items() if o.per_episode and name != "mode")
 """The overrides a client may send with an episode beside its mode (and seed)."""

@@ -50,7 +50,8 @@ def test_d_max_is_the_margin_over_the_shortest_cut_that_joins_the_landmarks() ->
     graph = data_graph(landmarks, goals, bounds, line_value_fn)
     assert graph.d_connect == pytest.approx(2.0)  # the U's neighbours are 2 apart
     assert graph.d_max == pytest.approx(D_MAX_MARGIN * 2.0)
-    assert graph.planner() == {"d_max": graph.d_max, "local_cut": LOCAL_CUT, "follow_edges": True}
+    assert graph.planner() == {"d_max": graph.d_max, "local_cut": LOCAL_CUT, "follow_edges": True,
+                               "prune_loops": True}
     pairs = graph.manifest_edges()["supported"]
     assert sorted(map(tuple, pairs)) == sorted(zip(*np.nonzero(graph.supported)))
     np.testing.assert_array_equal(supported_edges({"n_landmarks": 7, "edges": graph.manifest_edges()}),
@@ -115,12 +116,12 @@ def line_world(local_d: float):
     return distance_fn, policy_fn
 
 
-def run_line(config: PlannerConfig, steps: int = 80) -> tuple[list[int], float]:
-    """Landmarks at 0, 10, 20, 30; the goal at 40; the agent starts at 0 and moves 1 a step."""
+def run_line(config: PlannerConfig, goal: float = 40.0, steps: int = 120) -> tuple[list[int], float]:
+    """Landmarks at 0, 10, 20, 30; the agent starts at 0 and moves 1 a step towards its subgoal."""
     landmarks = np.array([[0.0], [10.0], [20.0], [30.0]], np.float32)
     value_fn = lambda a, b: np.abs(a[:, 0] - b[:, 0]).astype(np.float64)  # noqa: E731
     distance_fn, policy_fn = line_world(local_d=6.0)
-    planner = EpisodePlanner(LandmarkGraph(landmarks, value_fn), np.array([40.0], np.float32), value_fn, config)
+    planner = EpisodePlanner(LandmarkGraph(landmarks, value_fn), np.array([goal], np.float32), value_fn, config)
     x, picks = 0.0, []
     for _ in range(steps):
         result = planner.step(np.array([x], np.float32), distance_fn, policy_fn)
@@ -130,16 +131,29 @@ def run_line(config: PlannerConfig, steps: int = 80) -> tuple[list[int], float]:
     return picks, x
 
 
+BASE = PlannerConfig(d_max=12.0, local_cut=0.5, search="hard", local_horizon=3.0)
+
+
 def test_follow_edges_takes_the_routes_next_hop_that_the_local_cut_would_drop() -> None:
-    base = PlannerConfig(d_max=12.0, local_cut=0.5, search="hard", local_horizon=3.0)
-    # Without: from a landmark the next hop (10 away, D inflated to 30) is cut locally; nothing is
-    # left but the goal, pursued directly (D 30 too) from wherever the agent stands.
-    picks, _ = run_line(base)
+    # The goal 4 past the last landmark. Without: from a landmark the next hop (10 away, D inflated
+    # to 30) is cut locally; nothing is left but the goal, pursued directly from wherever the agent is.
+    picks, _ = run_line(BASE, goal=34.0)
     assert picks[:4] == [0, -1, 1, -1]
-    # With: the state is at a landmark (its anchor), whose graph edges (to the next landmark, and
-    # from the last to the goal) are kept: the route goes on hop by hop.
-    picks, x = run_line(base.replace(follow_edges=True))
-    assert picks[:5] == [0, 1, 2, 3, -1] and set(picks[4:]) == {-1} and x == pytest.approx(40.0)
+    # With: the state is at a landmark (its anchor), whose graph edge to the next is kept: the route
+    # goes on hop by hop, and the goal, within the local cut of the last landmark, ends it.
+    picks, x = run_line(BASE.replace(follow_edges=True), goal=34.0)
+    assert picks[:5] == [0, 1, 2, 3, -1] and set(picks[4:]) == {-1} and x == pytest.approx(34.0)
+
+
+def test_prune_loops_breaks_a_route_that_comes_back() -> None:
+    # The goal 10 past the last landmark, beyond the local cut and with no landmark near it: the
+    # route 2 -> 3 comes back to 2 (its only edge), for ever.
+    picks, x = run_line(BASE.replace(follow_edges=True), goal=40.0)
+    assert picks[-4:] == [3, 2, 3, 2] and x < 31
+    # Picked again from 3 without the way left (10 + 20) getting shorter: 2 is pruned; nothing but
+    # the goal is left, and it is pursued.
+    picks, x = run_line(BASE.replace(follow_edges=True, prune_loops=True), goal=40.0)
+    assert picks[3] == -1 and picks.count(2) == 1 and x == pytest.approx(40.0)
 
 
 def test_local_cut_one_is_algorithm_1() -> None:
@@ -147,6 +161,7 @@ def test_local_cut_one_is_algorithm_1() -> None:
         assert run_line(config) == run_line(PlannerConfig(d_max=12.0, search="hard"))
     with pytest.raises(ValueError, match="local_cut must be a finite number > 0"):
         PlannerConfig(local_cut=0.0).validate()
-    with pytest.raises(ValueError, match="follow_edges applies to mode l3p only"):
-        from l3p.core.names import OPTIONS
-        OPTIONS["follow_edges"].check_mode(True, "naive")
+    from l3p.core.names import OPTIONS
+    for option in ("follow_edges", "prune_loops"):
+        with pytest.raises(ValueError, match=f"{option} applies to mode l3p only"):
+            OPTIONS[option].check_mode(True, "naive")

@@ -276,7 +276,8 @@ def test_the_data_graph_recipe_exports_supported_edges_and_serves_them_as_in_pro
     graph = manifest["provenance"]["graph"]
     assert graph["edges"] == "data-supported" and graph["supported_edges"] == len(manifest["edges"]["supported"])
     assert manifest["planner"]["d_max"] == pytest.approx(round(D_MAX_MARGIN * graph["d_connect"], 2))
-    assert manifest["planner"]["local_cut"] == LOCAL_CUT and manifest["planner"]["follow_edges"] is True
+    assert manifest["planner"]["local_cut"] == LOCAL_CUT
+    assert manifest["planner"]["follow_edges"] is True and manifest["planner"]["prune_loops"] is True
     assert "--graph data" in manifest["provenance"]["export_command"]
     bundle = load_bundle(bundle_dir)
     data = load_dataset(dataset)

@@ -197,11 +197,12 @@ def test_model_info_matches_the_manifest(stub, untrained_bundle):
     assert info.defaults.prune_failed == planner["prune_failed"]
     assert info.defaults.require_progress == planner["require_progress"]
     assert info.defaults.local_cut == planner["local_cut"] and info.defaults.follow_edges == planner["follow_edges"]
+    assert info.defaults.prune_loops == planner["prune_loops"]
     assert (info.defaults.mode, info.defaults.search) == (MODE_ENUM[planner["mode"]], SEARCH_ENUM[planner["search"]])
     # Every default the proto carries is filled and checked above.
     assert {field.name for field in pb.PlannerDefaults.DESCRIPTOR.fields} == {
         "n_landmarks", "d_max", "temperature", "search_iterations", "local_horizon", "mode", "search",
-        "prune_failed", "require_progress", "local_cut", "follow_edges"}
+        "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops"}
     assert json.loads(info.provenance_json) == manifest["provenance"]
 
 

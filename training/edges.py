@@ -11,8 +11,9 @@ d_max then follows from the graph, not from a sweep: d_connect is the shortest c
 supported edges join every landmark they join at all (one strongly connected component), and the
 served d_max is ``D_MAX_MARGIN`` x d_connect. Distances from the state are cut at ``LOCAL_CUT`` x
 d_max (`PlannerConfig.local_cut`: far estimates from the state cut through walls, the graph's edges
-are checked against the data) and the route follows the graph's edges from the landmark the state
-is at (`PlannerConfig.follow_edges`).
+are checked against the data), the route follows the graph's edges from the landmark the state
+is at (`PlannerConfig.follow_edges`), and a landmark the agent comes back to without getting
+nearer the goal is pruned for the episode (`PlannerConfig.prune_loops`).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class DataGraph:
 
     def planner(self) -> dict:
         """The served planner defaults the recipe sets."""
-        return {"d_max": self.d_max, "local_cut": LOCAL_CUT, "follow_edges": True}
+        return {"d_max": self.d_max, "local_cut": LOCAL_CUT, "follow_edges": True, "prune_loops": True}
 
     def manifest_edges(self) -> dict:
         """The manifest's ``edges`` entry (core/bundle_format.py `supported_edges`)."""
