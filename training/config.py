@@ -169,7 +169,8 @@ class TrainConfig:
             raise ValueError(f"expectile must be in [0.5, 1), got {self.expectile!r}")
         if not self.bc_alpha > 0:
             raise ValueError(f"bc_alpha must be > 0, got {self.bc_alpha!r}")
-        if not 0.0 <= self.random_goal_p <= 1.0 - (self.relabel_p if self.dataset is not None else 0.0):
+        used = self.relabel_p if self.dataset is not None else 0.0
+        if not (0.0 <= self.random_goal_p and self.random_goal_p + used <= 1.0 + 1e-12):  # 1.0 - 0.8 < 0.2 in floats
             raise ValueError(f"random_goal_p must be >= 0 with relabel_p + random_goal_p <= 1, got "
                              f"{self.random_goal_p!r} (relabel_p {self.relabel_p!r})")
         if self.max_episode_steps is not None and self.max_episode_steps < 2:
