@@ -65,15 +65,16 @@ class PlannerConfig:
     local_cut: float = 1.0
     # Extension beyond Algorithm 1 (mode l3p). With a local cut shorter than the graph's, the route's
     # next hop from the landmark the agent has reached is cut, and the agent alternates between
-    # neighbours. With follow_edges the landmarks the episode's graph connects from the anchor (the
-    # landmark nearest the state by D, itself within the local cut) are candidates whatever their D
-    # from the state: where the agent may go next is decided by the graph's edges, as the route was.
+    # neighbours. With follow_edges the landmarks the episode's graph connects from an anchor (the
+    # landmark nearest the state when D to it is at most AT_STEPS, and the subgoal being replaced
+    # when it was reached) are candidates whatever their D from the state: where the agent may go
+    # next is decided by the graph's landmark edges, as the route was.
     follow_edges: bool = False
     # Extension beyond Algorithm 1 (mode l3p). A route the agent cannot follow (a hop it cannot make
     # that the distances call short) brings it back to where it was: a landmark picked again within
     # LOOP_REPLANS re-plans while the estimate of the rest of the way (d_sc + d_cg) has not fallen by
     # PRUNE_MIN_STEPS since its last pick is pruned for the episode as prune_failed prunes (incoming
-    # edges removed, d_cg solved again, every prune forgotten if no route is left).
+    # edges removed, d_cg solved again; a landmark within PRUNE_AT_STEPS is not a candidate).
     prune_loops: bool = False
 
     def validate(self) -> None:
