@@ -204,6 +204,12 @@ def test_cli_train_push_then_export_and_refuse_existing(tmp_path):
     assert m7["n_landmarks"] == 7 and "--landmarks gls --n-landmarks 7" in m7["provenance"]["export_command"]
     r = l3p("export", "run", "b8", "--n-landmarks", "7", cwd=tmp_path)
     assert r.returncode == 2 and "goes with --landmarks gls" in r.stderr, r.stderr
+    # The graph from the replay's episodes (online, the replay plays the dataset's part): this run's
+    # block hardly moved, so no passage joins two landmarks, and the export says so in one line.
+    r = l3p("export", "run", "b9", "--landmarks", "gls", "--graph", "data", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "l3p export: error: --graph data: no supported edge: the data never passes from one landmark to another")
+    assert not (tmp_path / "b9").exists()
     # An earlier evaluation's snapshot exports as itself: its steps, its measured success, its weights.
     snapshot = Path("run") / "snapshots" / f"{200:010d}.pt"
     r = l3p("export", str(snapshot), "b6", cwd=tmp_path)

@@ -215,7 +215,10 @@ def run_export(args: argparse.Namespace) -> int:
         episodes = run_episodes(run_dir, agent.cfg)
         if episodes is None:
             raise ExportError(f"--graph data needs the run's replay ({run_dir / REPLAY}) or its dataset")
-        graph = data_graph(agent.landmarks() if landmarks is None else landmarks, *episodes, agent.value_fn)
+        try:
+            graph = data_graph(agent.landmarks() if landmarks is None else landmarks, *episodes, agent.value_fn)
+        except ValueError as exc:  # e.g. no two landmarks the data passes between
+            raise ExportError(f"--graph data: {exc}") from None
         planner_overrides = {**graph.planner(), **planner_overrides}  # --planner values win
         provenance["graph"] = graph.provenance()
         edges = graph.manifest_edges()
