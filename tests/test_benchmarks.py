@@ -266,8 +266,11 @@ def test_the_gpu_check_dry_run_writes_every_part_from_outside_the_checkout(tmp_p
     offline = result["offline"]
     assert (offline["optimizer_steps"], offline["clusters_from_step"], offline["evaluations"]) == (60, 20, 2)
     assert offline["dataset"]["episodes"] == 10 and "--seed 3" in offline["command"]
-    for span in ("whole_run", "before_clusters_learner_cycles", "after_clusters_learner_cycles"):
-        assert offline["gpu_utilization"][span]["samples"] > 0 and offline["gpu_utilization"][span]["mean_pct"] == 42.0
+    utilization = offline["gpu_utilization"]
+    assert utilization["whole_run"]["samples"] > 0 and utilization["whole_run"]["mean_pct"] == 42.0
+    # A dry run's learner cycles can all fall between two samples (one every UTIL_INTERVAL_MS).
+    for span in ("before_clusters_learner_cycles", "after_clusters_learner_cycles"):
+        assert utilization[span] == {"samples": 0} or utilization[span]["mean_pct"] == 42.0
     push = result["push"]
     assert "--preset-option gpu" in push["command"] and (push["device"], push["batch_size"]) == ("cpu", 32)
     assert push["env_steps"] == 400 and [r["env_steps"] for r in push["evaluations"]] == [200, 400]

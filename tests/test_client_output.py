@@ -43,8 +43,11 @@ def test_an_unreachable_server_is_one_line_and_each_retry_only_with_v(verbose, t
 def test_ctrl_c_in_eval_prints_and_writes_the_episodes_that_finished(tmp_path):
     pytest.importorskip("gymnasium_robotics")
     with LocalServer(PUSH, extra_args=["--log-level", "debug"], stderr_lines=1000) as server:
+        # Ctrl-C as a terminal delivers it: a suite started in the background (`cmd &`) ignores
+        # SIGINT, and a child inherits that; the eval is started with SIGINT at its default.
         proc = l3p("eval", "--server", server.target, "--episodes", "1000", "--modes", "policy,l3p",
-                   "--out", "eval.json", cwd=tmp_path)
+                   "--out", "eval.json", cwd=tmp_path,
+                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 240  # a bound on the wait, not a measurement
         while server.stderr_tail(1000).count('"session_ended"') < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
