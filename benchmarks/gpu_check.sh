@@ -78,7 +78,6 @@ OFFLINE_ARGS=()
 PUSH_ARGS=()
 if [[ $DRY == 1 ]]; then
   # Tiny sizes: every stage (warm-up, updates, clusters, refresh, evaluation, checkpoint) runs once or twice.
-  export OMP_NUM_THREADS=1
   DEVICE=cpu
   OFFLINE_STEPS=60
   PUSH_MINUTES=3

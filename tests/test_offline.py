@@ -21,7 +21,7 @@ from l3p.training.config import preset
 from l3p.training.export import export_bundle
 from l3p.training.networks import q_from_distance
 from l3p.training.offline import OfflineTrainer, episode_windows
-from l3p.training.trainer import CheckpointError, load_checkpoint
+from l3p.training.run_files import CheckpointError, load_checkpoint
 
 pytest.importorskip("ogbench")
 

@@ -20,7 +20,8 @@ from l3p.training.commands import train_config
 from l3p.training.config import TrainConfig, preset
 from l3p.training.device import GRAPH_WARMUP_STEPS, DeviceError
 from l3p.training.export import export_bundle
-from l3p.training.trainer import CHECKPOINT, CheckpointError, Trainer
+from l3p.training.run_files import CHECKPOINT, CheckpointError
+from l3p.training.trainer import Trainer
 from test_training_run import params, tiny_cfg
 
 OLD_RUN = Path(__file__).parent / "data" / "old_run"

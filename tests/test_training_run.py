@@ -14,7 +14,8 @@ import torch
 
 from l3p.training.config import TrainConfig, preset
 from l3p.training.export import BundleExistsError, export_bundle, sha256
-from l3p.training.trainer import CheckpointError, ConfigError, Trainer, load_checkpoint
+from l3p.training.run_files import CheckpointError, load_checkpoint
+from l3p.training.trainer import ConfigError, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

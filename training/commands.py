@@ -31,7 +31,8 @@ from l3p.training.config import TrainConfig, check as check_train_keys, describe
 from l3p.training.edges import data_graph
 from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
 from l3p.training.offline import OfflineTrainer
-from l3p.training.trainer import CHECKPOINT, REPLAY, SNAPSHOTS, Trainer, load_checkpoint, run_provenance
+from l3p.training.run_files import CHECKPOINT, REPLAY, SNAPSHOTS, load_checkpoint, run_provenance
+from l3p.training.trainer import Trainer
 
 
 class TrainArgumentError(L3PError):

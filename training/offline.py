@@ -30,8 +30,8 @@ from l3p.sim.envs import VecGoalEnv, evaluation_env_id
 from l3p.training.agent import L3PAgent
 from l3p.training.config import TrainConfig
 from l3p.training.replay import EpisodeReplay
-from l3p.training.trainer import (CHECKPOINT, CheckpointError, ConfigError, Progress, Trainer, load_checkpoint,
-                                  run_provenance, snapshot_path)
+from l3p.training.run_files import CHECKPOINT, CheckpointError, load_checkpoint, run_provenance, snapshot_path
+from l3p.training.trainer import ConfigError, Progress, Trainer
 
 
 def episode_windows(dataset: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
