@@ -305,3 +305,48 @@ def test_the_data_graph_recipe_exports_supported_edges_and_serves_them_as_in_pro
                     obs = env.step(np.asarray(step.action))[0]
         info = client.model_info()
         assert info.defaults["follow_edges"] is True and info.defaults["local_cut"] == LOCAL_CUT
+
+
+def test_the_config_carries_the_export_recipe_to_the_runs_bundle_and_to_export(dataset, tmp_path):
+    """export_landmarks / export_n_landmarks / export_graph in the training config: the bundle the run
+    writes at its end is exported by them, `l3p export` of a snapshot takes them as its defaults (the
+    same graph), and its flags override them."""
+    import argparse
+
+    from l3p.core.bundle_format import supported_edges
+    from l3p.serving.bundle import load_bundle
+    from l3p.training.commands import add_export_arguments, add_train_arguments, run_export, run_train
+
+    cfg = tiny_cfg(dataset, 60, export_landmarks="gls", export_n_landmarks=12, export_graph="data")
+    config = tmp_path / "recipe.json"
+    config.write_text(json.dumps(cfg.to_dict()))
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    assert run_train(parser.parse_args(["--config", str(config), "--out", str(tmp_path / "run"), "--no-progress"])) == 0
+    at_end = json.loads((tmp_path / "run" / "bundle" / "manifest.json").read_text())
+    assert at_end["provenance"]["export"] == {"landmarks": "gls", "n_landmarks": 12, "graph": "data"}
+    assert at_end["provenance"]["graph"]["edges"] == "data-supported" and at_end["planner"]["follow_edges"] is True
+
+    parser = argparse.ArgumentParser()
+    add_export_arguments(parser)
+    snapshot = sorted((tmp_path / "run" / "snapshots").iterdir())[-1]
+    assert run_export(parser.parse_args([str(snapshot), str(tmp_path / "by-config")])) == 0
+    by_config = json.loads((tmp_path / "by-config" / "manifest.json").read_text())
+    assert by_config["provenance"]["export"] == at_end["provenance"]["export"]
+    np.testing.assert_array_equal(load_bundle(tmp_path / "by-config").landmarks,
+                                  load_bundle(tmp_path / "run" / "bundle").landmarks)
+    np.testing.assert_array_equal(supported_edges(by_config), supported_edges(at_end))
+    assert by_config["planner"] == at_end["planner"]
+
+    assert run_export(parser.parse_args([str(snapshot), str(tmp_path / "all"), "--graph", "all",
+                                         "--landmarks", "centroids"])) == 0
+    overridden = json.loads((tmp_path / "all" / "manifest.json").read_text())
+    assert overridden["provenance"]["export"] == {"landmarks": "centroids", "n_landmarks": 8, "graph": "all"}
+    assert "edges" not in overridden and "graph" not in overridden["provenance"]
+
+
+def test_export_settings_that_do_not_go_together_are_refused_by_name(dataset):
+    with pytest.raises(ValueError, match="export_n_landmarks .* goes with export_landmarks 'gls'"):
+        tiny_cfg(dataset, 20, export_n_landmarks=12)
+    with pytest.raises(ValueError, match="export_graph must be one of all, data, got 'dat'.*data"):
+        tiny_cfg(dataset, 20, export_graph="dat")

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from l3p.core.names import OPTIONS
-from l3p.training.config import PLACEMENT_KEYS, PLANNER_KEYS, PRESET_OPTIONS
+from l3p.training.config import GRAPHS, LANDMARK_KINDS, PLACEMENT_KEYS, PLANNER_KEYS, PRESET_OPTIONS
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,15 +55,18 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     options = "; ".join(f"{name}: {option.help}" for name, option in OPTIONS.items())
     parser.add_argument("--planner", action="append", default=[], metavar="KEY=VALUE",
                         help=f"a served planner default (repeatable), e.g. local_horizon=30. {options}")
-    parser.add_argument("--landmarks", choices=("centroids", "gls"), default="centroids",
-                        help="graph nodes: the decoded cluster centroids (L3P, default) or GLS-spread achieved "
-                             "goals from the run's replay (states the robot has visited)")
+    parser.add_argument("--landmarks", choices=LANDMARK_KINDS,
+                        help="graph nodes: the decoded cluster centroids (L3P) or GLS-spread achieved goals from "
+                             "the run's replay or dataset (states the robot has visited); default: the run's "
+                             "export_landmarks (centroids unless its config says otherwise)")
     parser.add_argument("--n-landmarks", type=int, metavar="N",
-                        help="with --landmarks gls: how many (default: the run's n_landmarks, its cluster count)")
-    parser.add_argument("--graph", choices=("all", "data"), default="all",
-                        help="the landmark graph served: every pair V connects (Algorithm 1, default), or data: "
-                             "only edges the run's dataset or replay passes along, d_max from the graph, "
-                             "local_cut and follow_edges on (training/edges.py); --planner values override it")
+                        help="with --landmarks gls: how many (default: the run's export_n_landmarks, else its "
+                             "n_landmarks, its cluster count)")
+    parser.add_argument("--graph", choices=GRAPHS,
+                        help="the landmark graph served: every pair V connects (all, Algorithm 1), or data: only "
+                             "edges the run's dataset or replay passes along, d_max from the graph, local_cut, "
+                             "follow_edges and prune_loops on (training/edges.py); --planner values override it; "
+                             "default: the run's export_graph (all unless its config says otherwise)")
     parser.add_argument("--sign-key", type=Path, metavar="KEY",
                         help="sign the bundle with this Ed25519 private key (from l3p keygen) for --model: "
                              "writes signature.json, which l3p serve --trusted-keys checks")

@@ -94,8 +94,9 @@ def run_train(args: argparse.Namespace) -> int:
         # are GLS-spread replay goals (the clusters' initialization), and it says so.
         trainer.agent.init_clusters(trainer.replay.sample_goals(trainer.cfg.gls_sample, trainer.rng), trainer.rng)
         provenance["landmarks"] = "GLS initialization at export: the run ended before planning started"
-    export_bundle(trainer.agent, bundle_dir, provenance, force=True)
-    _add_plots(trainer.run_dir, bundle_dir, trainer.agent)
+    cfg = trainer.cfg
+    write_bundle(trainer.agent, trainer.run_dir, bundle_dir, provenance, landmarks=cfg.export_landmarks,
+                 n_landmarks=cfg.export_n_landmarks, graph=cfg.export_graph, force=True)
     print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)})")
     return 0
 
@@ -191,48 +192,68 @@ def run_export(args: argparse.Namespace) -> int:
     provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
                   "export_command": command, "source_checkpoint": str(source),
                   **({"dataset": state["dataset"]} if "dataset" in state else {})}
-    landmarks = None
-    kind = args.landmarks
-    if kind == "centroids" and not agent.clusters_ready:
-        # A run stopped before its clusters started has no centroids; its replay's (or dataset's)
-        # goals still make a servable graph, as at the end of a short `l3p train`.
-        print(f"{source}: the run has no landmark centroids yet ({clusters_start(agent.cfg)}): exporting "
-              f"GLS-spread {'dataset' if agent.cfg.dataset else 'replay'} goals instead (as --landmarks gls)",
-              file=sys.stderr)
-        kind = "gls"
-    if args.n_landmarks is not None and (kind != "gls" or args.n_landmarks < 2):
-        raise ExportError("--n-landmarks N (N >= 2) goes with --landmarks gls: the centroids are the run's "
-                          f"{agent.cfg.n_landmarks} clusters")
-    if kind == "gls":
-        goals = run_goals(run_dir, agent.cfg)
-        if goals is None:
-            raise ExportError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}) or its dataset")
-        sample = goals[np.random.default_rng(0).integers(0, len(goals), 10 * agent.cfg.gls_sample)]
-        landmarks = gls_landmarks(agent, sample, n=args.n_landmarks)
-        provenance["landmarks"] = (f"GLS: {len(landmarks)} achieved goals of the run's replay or dataset, spread "
-                                   f"in the learned latent space (from {len(sample)} sampled), not decoded centroids")
-    edges = None
-    if args.graph == "data":
-        episodes = run_episodes(run_dir, agent.cfg)
-        if episodes is None:
-            raise ExportError(f"--graph data needs the run's replay ({run_dir / REPLAY}) or its dataset")
-        try:
-            graph = data_graph(agent.landmarks() if landmarks is None else landmarks, *episodes, agent.value_fn)
-        except ValueError as exc:  # e.g. no two landmarks the data passes between
-            raise ExportError(f"--graph data: {exc}") from None
-        planner_overrides = {**graph.planner(), **planner_overrides}  # --planner values win
-        provenance["graph"] = graph.provenance()
-        edges = graph.manifest_edges()
-    bundle_dir = export_bundle(agent, Path(args.out_dir), provenance, force=args.force,
-                               planner_overrides=planner_overrides, landmarks=landmarks, sign_key=args.sign_key,
-                               sign_model=args.model, edges=edges)
-    _add_plots(run_dir, bundle_dir, agent, landmarks)
+    cfg = agent.cfg
+    landmarks = cfg.export_landmarks if args.landmarks is None else args.landmarks
+    if args.n_landmarks is not None:
+        n_landmarks = args.n_landmarks
+    else:
+        n_landmarks = cfg.export_n_landmarks if landmarks == cfg.export_landmarks else None
+    bundle_dir = write_bundle(agent, run_dir, Path(args.out_dir), provenance, landmarks=landmarks,
+                              n_landmarks=n_landmarks, graph=cfg.export_graph if args.graph is None else args.graph,
+                              planner_overrides=planner_overrides, force=args.force, sign_key=args.sign_key,
+                              sign_model=args.model, announce=str(source))
     signed = f", signed with {args.sign_key} for model {args.model}" if args.sign_key else ""
     print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)}{signed})")
     return 0
 
 
 # ---------------------------------------------------------------------------------------- shared
+
+def write_bundle(agent: L3PAgent, run_dir: Path, out_dir: Path, provenance: dict, *, landmarks: str,
+                 n_landmarks: int | None, graph: str, planner_overrides: dict | None = None, force: bool = False,
+                 sign_key: Path | None = None, sign_model: str | None = None, announce: str | None = None) -> Path:
+    """The bundle of ``agent`` (a run's end, or one of its snapshots) with the graph nodes
+    (``landmarks``: centroids or gls, ``n_landmarks`` of them) and edges (``graph``: all or data) asked
+    for, and its plots beside it; what was chosen goes into ``provenance["export"]``."""
+    planner_overrides = dict(planner_overrides or {})
+    if landmarks == "centroids" and not agent.clusters_ready:
+        # A run stopped before its clusters started has no centroids; its replay's (or dataset's)
+        # goals still make a servable graph, as at the end of a short `l3p train`.
+        print(f"{announce or run_dir}: the run has no landmark centroids yet ({clusters_start(agent.cfg)}): "
+              f"exporting GLS-spread {'dataset' if agent.cfg.dataset else 'replay'} goals instead "
+              f"(as --landmarks gls)", file=sys.stderr)
+        landmarks = "gls"
+    if n_landmarks is not None and (landmarks != "gls" or n_landmarks < 2):
+        raise ExportError("--n-landmarks N (N >= 2) goes with --landmarks gls: the centroids are the run's "
+                          f"{agent.cfg.n_landmarks} clusters")
+    nodes = None
+    if landmarks == "gls":
+        goals = run_goals(run_dir, agent.cfg)
+        if goals is None:
+            raise ExportError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}) or its dataset")
+        sample = goals[np.random.default_rng(0).integers(0, len(goals), 10 * agent.cfg.gls_sample)]
+        nodes = gls_landmarks(agent, sample, n=n_landmarks)
+        provenance["landmarks"] = (f"GLS: {len(nodes)} achieved goals of the run's replay or dataset, spread "
+                                   f"in the learned latent space (from {len(sample)} sampled), not decoded centroids")
+    edges = None
+    if graph == "data":
+        episodes = run_episodes(run_dir, agent.cfg)
+        if episodes is None:
+            raise ExportError(f"--graph data needs the run's replay ({run_dir / REPLAY}) or its dataset")
+        try:
+            supported = data_graph(agent.landmarks() if nodes is None else nodes, *episodes, agent.value_fn)
+        except ValueError as exc:  # e.g. no two landmarks the data passes between
+            raise ExportError(f"--graph data: {exc}") from None
+        planner_overrides = {**supported.planner(), **planner_overrides}  # --planner values win
+        provenance["graph"] = supported.provenance()
+        edges = supported.manifest_edges()
+    provenance["export"] = {"landmarks": landmarks, "n_landmarks": len(agent.landmarks() if nodes is None else nodes),
+                            "graph": graph}
+    bundle_dir = export_bundle(agent, out_dir, provenance, force=force, planner_overrides=planner_overrides,
+                               landmarks=nodes, sign_key=sign_key, sign_model=sign_model, edges=edges)
+    _add_plots(run_dir, bundle_dir, agent, nodes)
+    return bundle_dir
+
 
 def _add_plots(run_dir: Path, bundle_dir: Path, agent: L3PAgent, landmarks: np.ndarray | None = None) -> None:
     """Next to the bundle (not part of it): the run's learning curve and log, and the landmarks

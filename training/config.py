@@ -25,10 +25,19 @@ COLLECTORS = ("inline", "process", "ray")
 EVAL_PAIRS = ("random", "far", "tasks")
 """How evaluation episodes pick start and goal (see ``TrainConfig.eval_pairs``)."""
 
+LANDMARK_KINDS = ("centroids", "gls")
+"""A bundle's graph nodes: the decoded cluster centroids (L3P) or GLS-spread achieved goals."""
+
+GRAPHS = ("all", "data")
+"""A bundle's graph edges: every pair V connects (Algorithm 1), or only those the run's data supports."""
+
+EXPORT_KEYS = ("export_landmarks", "export_n_landmarks", "export_graph")
+"""The bundle a run writes at its end and ``l3p export``'s defaults for it."""
+
 PLACEMENT_KEYS = ("device", "cuda_graph", "collector", "collectors", "max_staleness", "ray_address",
-                  "torch_threads", "overlap_updates", "log_every_updates")
-"""Where and how a run executes and what it reports, not what it learns: a resumed run may change
-them (a run started on a laptop continues on a GPU node with Ray workers)."""
+                  "torch_threads", "overlap_updates", "log_every_updates") + EXPORT_KEYS
+"""Where and how a run executes, what it reports and how it exports, not what it learns: a resumed
+run may change them (a run started on a laptop continues on a GPU node with Ray workers)."""
 
 PLANNER_KEYS = tuple(f.name for f in dataclasses.fields(PlannerConfig) if f.name != "mode")
 """Planner options accepted as top-level config keys (the mode is chosen per use, not configured)."""
@@ -137,6 +146,15 @@ class TrainConfig:
     # Algorithm 1 without it, and sample their subgoals.
     planner: PlannerConfig = documented(PlannerConfig(), "the planner's options (top-level keys: d_max, ...)")
 
+    # --- the bundle: what the run writes at its end, and l3p export's defaults for its snapshots ---
+    export_landmarks: str = documented("centroids", "the bundle's graph nodes: 'centroids' (the decoded cluster "
+                                       "centroids, L3P) or 'gls' (achieved goals of the replay or dataset, spread "
+                                       "in the latent space by GLS: states the robot has been in)")
+    export_n_landmarks: int | None = documented(None, "export_landmarks 'gls': how many; null: n_landmarks")
+    export_graph: str = documented("all", "the bundle's graph edges: 'all' (every pair V connects, Algorithm 1) or "
+                                   "'data' (only edges the dataset or replay passes along; d_max and the planner "
+                                   "options that follow the edges from the graph, training/edges.py)")
+
     # --- evaluation, logging, checkpoints ---
     eval_every_cycles: int = documented(25, "evaluate (a progress.csv row, a snapshot) every this many cycles")
     eval_episodes: int = documented(20, "episodes per evaluation and mode")
@@ -179,6 +197,16 @@ class TrainConfig:
             raise ValueError(f"eval_max_steps must be >= 1 or null, got {self.eval_max_steps!r}")
         if self.log_every_updates < 0:
             raise ValueError(f"log_every_updates must be >= 0, got {self.log_every_updates!r}")
+        if self.export_landmarks not in LANDMARK_KINDS:
+            raise ValueError(f"export_landmarks must be one of {', '.join(LANDMARK_KINDS)}, got "
+                             f"{self.export_landmarks!r}" + did_you_mean(self.export_landmarks, LANDMARK_KINDS))
+        if self.export_n_landmarks is not None and (self.export_landmarks != "gls" or self.export_n_landmarks < 2):
+            raise ValueError(f"export_n_landmarks (>= 2) goes with export_landmarks 'gls', got "
+                             f"{self.export_n_landmarks!r} with {self.export_landmarks!r} (the centroids are the "
+                             f"run's n_landmarks clusters)")
+        if self.export_graph not in GRAPHS:
+            raise ValueError(f"export_graph must be one of {', '.join(GRAPHS)}, got {self.export_graph!r}"
+                             + did_you_mean(self.export_graph, GRAPHS))
         if self.eval_min_cells < 1:
             raise ValueError(f"eval_min_cells must be >= 1, got {self.eval_min_cells!r}")
         if self.goal_radius is not None and not self.goal_radius > 0:
