@@ -1,7 +1,7 @@
 """``l3p dataset``: regenerate a maze dataset (``l3p dataset NAME ...``, the simulator's generator,
 `l3p.sim.datasets`) or import a recording (``l3p dataset import FORMAT PATH ... --out FILE.npz``, the
-dataset sources, `l3p.datasets`). Light here (the standard library, numpy), so ``--help`` works in every
-install; each form parses its own options and names its extra when that is missing."""
+dataset sources, `l3p.datasets`). Both forms' options are declared here, light (the standard library,
+numpy), so ``--help`` lists them all in every install; each form names its extra when that is missing."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +13,7 @@ from l3p.datasets.mapping import FORMATS
 
 IMPORT = "import"
 
-EPILOG = """forms:
+FORMS = """forms:
   l3p dataset NAME [--out FILE.npz] [--seed S] [--episodes N] [--steps N] ...
       regenerate a maze dataset (pointmaze-{medium,large,giant}-{navigate,stitch}-v0, ...); needs [sim]
   l3p dataset import FORMAT PATH [PATH ...] --out FILE.npz [--mapping YAML] [--env-id ENV] [--report JSON]
@@ -29,13 +29,28 @@ class MissingExtra(L3PError):
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
+    # Each form's own --help, in full: the top-level parser only splits NAME from the rest.
+    parser.epilog = "\n".join([FORMS, generator_parser().format_help(), import_parser().format_help()])
     parser.add_argument("name", help="a dataset name to regenerate, or 'import'")
     parser.add_argument("rest", nargs=argparse.REMAINDER, metavar="...", help="the form's arguments (below)")
 
 
+def generator_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="l3p dataset", description="regenerate a maze dataset (needs [sim])")
+    parser.add_argument("name", help="e.g. pointmaze-large-stitch-v0 (an unknown name is answered with the list)")
+    parser.add_argument("--expert", type=Path, default=None, metavar="POLICY",
+                        help="antmaze: the direction-following expert (policy.npz of an l3p expert run)")
+    parser.add_argument("--out", type=Path, default=None, help="the .npz to write (default data/NAME.npz)")
+    parser.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
+    parser.add_argument("--episodes", type=int, default=None, help="fewer episodes than OGBench's (tests, trials)")
+    parser.add_argument("--steps", type=int, default=None, help="steps per episode (default OGBench's)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress lines")
+    return parser
+
+
 def import_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="l3p dataset import", description="convert recordings to one dataset file")
+    parser = argparse.ArgumentParser(prog="l3p dataset import",
+                                     description="convert recordings to one dataset file (needs [datasets])")
     parser.add_argument("format", choices=FORMATS)
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                         help="bags, LeRobot or Minari folders, .npz files")
@@ -60,12 +75,9 @@ def run_dataset(args: argparse.Namespace) -> int:
             from l3p.datasets.commands import run_import
 
             return run_import(options)
-        from l3p.sim.datasets import add_dataset_arguments as generator_arguments
         from l3p.sim.datasets import run_dataset as generate
     except ImportError as exc:
         if (exc.name or "").startswith("l3p"):
             raise
         raise _missing("datasets" if args.name == IMPORT else "sim", exc) from None
-    parser = argparse.ArgumentParser(prog="l3p dataset")
-    generator_arguments(parser)
-    return generate(parser.parse_args([args.name, *args.rest]))
+    return generate(generator_parser().parse_args([args.name, *args.rest]))

@@ -165,17 +165,6 @@ def write(spec: DatasetSpec, seed: int, out: Path, progress: bool = False, exper
     return save_dataset(out, env_id=spec.env_id, made_by=made_by, **arrays)
 
 
-def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help=NAMES)
-    parser.add_argument("--expert", type=Path, default=None, metavar="POLICY",
-                        help="antmaze: the direction-following expert (policy.npz of an l3p expert run)")
-    parser.add_argument("--out", type=Path, default=None, help="the .npz to write (default data/NAME.npz)")
-    parser.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
-    parser.add_argument("--episodes", type=int, default=None, help="fewer episodes than OGBench's (tests, trials)")
-    parser.add_argument("--steps", type=int, default=None, help="steps per episode (default OGBench's)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress lines")
-
-
 def run_dataset(args: argparse.Namespace) -> int:
     spec = dataset_spec(args.name, args.episodes, args.steps)
     out = args.out or Path("data") / f"{spec.name}.npz"

@@ -129,6 +129,24 @@ def test_every_help_works_without_its_extra(command):
     assert proc.stderr == ""
 
 
+def _options(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text))
+
+
+def test_dataset_help_lists_both_forms_options_without_their_extras():
+    """`l3p dataset` splits NAME from the rest; its --help still lists every option of both forms
+    (the generator's, which runs in the sim extra, and import's), with neither extra installed."""
+    from l3p.dataset_command import generator_parser, import_parser
+
+    hidden = EXTRA_MODULES["sim"] + ["pyarrow", "h5py", "rosbags", "yaml"]
+    proc = l3p("dataset", "--help", prelude=HIDE.format(hidden=hidden))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    for parser in (generator_parser(), import_parser()):
+        declared = {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+        assert declared - {"--help"} <= _options(proc.stdout), declared - _options(proc.stdout)
+    assert {"--expert", "--episodes", "--no-progress", "--mapping", "--report"} <= _options(proc.stdout)
+
+
 def test_install_hints_name_the_form_for_a_checkout_and_for_a_wheel(monkeypatch):
     """pip records where a distribution came from (PEP 610's direct_url.json): the hint gives the
     command for that source, and the other form beside it; never the index name alone."""
