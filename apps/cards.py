@@ -53,6 +53,7 @@ FILES = {
 
 
 LINKED = (".json", ".csv", ".png")  # files a card links to (the docs site publishes these beside it)
+DIRTY_FILES_SHOWN = 10  # a -dirty export's uncommitted files named on the card (the manifest has them all)
 
 
 class CardDrift(L3PError):
@@ -163,8 +164,23 @@ def training(manifest: dict) -> list[str]:
             where += f", {success['eval_max_steps']} steps"
         lines.append(f"- **At export** (the learning curve's last point, {where}): {', '.join(rates)}.")
     if p.get("code_version") or p.get("created"):
-        lines.append(f"- **Code**: {p.get('code_version', '?')}; exported {p.get('created', '?')}.")
+        lines.append(f"- **Code**: {p.get('code_version', '?')}; exported {p.get('created', '?')}.{dirty(p)}")
     return lines
+
+
+def dirty(provenance: dict) -> str:
+    """What ``-dirty`` (``git describe --dirty`` at export) means for this bundle, in words."""
+    if not str(provenance.get("code_version", "")).rstrip(")").endswith("-dirty"):
+        return ""
+    files = provenance.get("uncommitted")
+    if files is None:  # manifests written before exports listed the files
+        changes = "uncommitted changes (which files, this manifest does not record)"
+    else:
+        shown = ", ".join(f"`{f}`" for f in files[:DIRTY_FILES_SHOWN])
+        more = len(files) - DIRTY_FILES_SHOWN
+        changes = f"uncommitted changes to {shown}" + (f" and {more} more files" if more > 0 else "")
+    return (f" `-dirty`: exported from a working tree with {changes}; the commit named is the nearest one, "
+            "not the exact code.")
 
 
 def served(manifest: dict) -> list[str]:

@@ -102,6 +102,24 @@ def test_the_card_cites_the_protocol_and_the_run_from_the_files():
     assert "### `eval_heldout_700_steps.json`: max_steps 700" in umaze  # further evaluations get a table
 
 
+def test_a_dirty_export_says_what_dirty_means_and_names_the_files_when_recorded():
+    """``-dirty`` (git describe at export) is explained on the card: the files when the manifest lists
+    them (exports since they are recorded), an honest "not recorded" for older manifests."""
+    from l3p.cards import training
+
+    shipped = (ROOT / "models" / "PointMaze_Large-v3" / CARD).read_text()
+    assert "706de44-dirty; exported 2026-11-22T17:13:41+00:00. `-dirty`: exported from a working tree with " \
+           "uncommitted changes (which files, this manifest does not record)" in shipped
+    assert "`-dirty`" not in (ROOT / "models" / "AntMaze_Medium-v5" / CARD).read_text()
+    manifest = json.loads((ROOT / "models" / "AntMaze_Medium-v5" / "manifest.json").read_text())
+    manifest["provenance"].update({"code_version": "0.1.0 (git 06557aa-dirty)",
+                                   "uncommitted": [f"training/m{i}.py" for i in range(12)]})
+    card = "\n".join(training(manifest))
+    assert ("0.1.0 (git 06557aa-dirty); exported 2026-11-26T00:13:49+00:00. `-dirty`: exported from a working tree "
+            "with uncommitted changes to `training/m0.py`, ") in card
+    assert "`training/m9.py` and 2 more files; the commit named is the nearest one, not the exact code." in card
+
+
 def test_an_evaluation_of_another_bundle_is_refused(model_copy):
     report = json.loads((model_copy / EVAL).read_text())
     report["model"]["bundle_sha256"] = "0" * 64

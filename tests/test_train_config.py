@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import subprocess
 from importlib import metadata
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from l3p.core.overrides import OverrideError
 from l3p.training.commands import (TrainArgumentError, _command_line, add_export_arguments, add_train_arguments,
                                    train_config)
 from l3p.training.config import PLANNER_KEYS, TrainConfig, preset
-from l3p.training.export import code_version
+from l3p.training.export import code_state
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,10 +168,30 @@ def test_command_lines_are_rebuilt_from_the_arguments():
 
 def test_code_version_is_the_distribution_version_and_the_checkout():
     version = metadata.version("l3p-service")
-    recorded = code_version()
+    recorded = code_state()["code_version"]
     assert recorded.startswith(version)
     if (ROOT / ".git").exists():  # this test runs from a source checkout
         assert recorded.startswith(f"{version} (git ") and recorded.endswith(")")
+
+
+def test_a_dirty_checkout_records_its_uncommitted_files(tmp_path):
+    """``-dirty`` alone does not say how far the code was from the commit: the tracked files that
+    differ are recorded beside it (untracked files, which --dirty ignores, are not)."""
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    git("add", "a.py", "b.py")
+    git("commit", "-q", "-m", "one")
+    state = code_state(tmp_path)
+    assert not state["code_version"].endswith("-dirty)") and "uncommitted" not in state
+    (tmp_path / "b.py").write_text("x = 2\n")
+    (tmp_path / "new.py").write_text("")  # untracked
+    state = code_state(tmp_path)
+    assert state["code_version"].endswith("-dirty)") and state["uncommitted"] == ["b.py"]
 
 
 @pytest.mark.parametrize("shift, caught", [(3e-4, False), (1e-2, True)])

@@ -171,10 +171,10 @@ class ExpertRun:
         from stable_baselines3 import SAC as SACAlgorithm
         from stable_baselines3.common.logger import configure
 
-        from l3p.training.export import code_version
+        from l3p.training.export import code_state
 
         torch.set_num_threads(cfg.torch_threads)
-        self.code_version = code_version()  # the code that started this process
+        self.code = code_state()  # the code that started this process
         self.cfg, self.out = cfg, Path(cfg.out)
         self.env = make_direction_env(cfg.resample_interval)
         ckpt = self.out / CHECKPOINT
@@ -306,7 +306,7 @@ class ExpertRun:
         import stable_baselines3
         import torch
 
-        return {"command": self.command, "seed": self.cfg.seed, "code_version": self.code_version,
+        return {"command": self.command, "seed": self.cfg.seed, **self.code,
                 "env": f"{ENV_ID} + ogbench GymXYWrapper(resample_interval={self.cfg.resample_interval})",
                 "algorithm": f"stable-baselines3 {stable_baselines3.__version__} SAC", "env_steps": self.steps,
                 "wall_time_s": round(self.wall_s, 1), "policy_sha256": digest, "config": self.cfg.learning(),

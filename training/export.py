@@ -17,6 +17,7 @@ import subprocess
 import warnings
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -78,23 +79,34 @@ def _landmarks_graph(landmarks: np.ndarray, path: Path) -> None:
     path.write_bytes(model.SerializeToString())
 
 
-def code_version() -> str:
-    """The installed distribution's version, plus ``git describe`` when running from a source
-    checkout of this project (an installed wheel has no git history to describe)."""
+def code_state(checkout: Path | None = None) -> dict[str, Any]:
+    """What a bundle records about the code that made it: ``code_version``, the installed
+    distribution's version plus ``git describe --dirty`` when running from a source checkout of this
+    project (an installed wheel has no git history to describe); and when that is ``-dirty``,
+    ``uncommitted``: the tracked files that differ from the commit named, so a reader knows how far
+    the code was from it. ``checkout``: the source folder (default: the one this package runs from)."""
     try:
         version = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         version = "unknown"
-    checkout = _source_checkout()
+    checkout = checkout or _source_checkout()
     if checkout is None:
-        return version
+        return {"code_version": version}
+    described = _git(checkout, "describe", "--always", "--dirty")
+    if not described:
+        return {"code_version": version}
+    state: dict[str, Any] = {"code_version": f"{version} (git {described})"}
+    if described.endswith("-dirty"):  # tracked files only, as --dirty counts them
+        state["uncommitted"] = sorted((_git(checkout, "diff", "--name-only", "HEAD") or "").splitlines())
+    return state
+
+
+def _git(checkout: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=5,
-                             cwd=checkout)
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, cwd=checkout)
     except (OSError, subprocess.SubprocessError):
-        return version
-    described = out.stdout.strip()
-    return f"{version} (git {described})" if out.returncode == 0 and described else version
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def _source_checkout() -> Path | None:
@@ -188,7 +200,7 @@ def _write_bundle(agent: L3PAgent, out_dir: Path, planner, provenance: dict, edg
         "planner": dataclasses.asdict(planner),
         **({"edges": edges} if edges is not None else {}),
         "files": {n: {"path": graph_file(n), "sha256": sha256(path[n])} for n in GRAPHS},
-        "provenance": {**provenance, "code_version": code_version(),
+        "provenance": {**provenance, **code_state(),
                        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")},
     }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False, default=_json_default))
