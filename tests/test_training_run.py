@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv as csv_module
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -430,3 +431,20 @@ def test_landmark_picture_next_to_the_bundle_uses_the_served_d_max(trained, tmp_
     commands._add_plots(trained.run_dir, bundle, trained.agent)
     assert trained.cfg.planner.d_max == 15.0 and drawn[0][6] == 7.5 and "served d_max 7.5" in drawn[0][3]
     assert (bundle / "landmarks.png").stat().st_size > 1000 and (bundle / "progress.csv").is_file()
+
+
+def test_an_online_run_says_once_early_what_the_rest_costs(tmp_path, capsys):
+    """Timed over cycles that learn (the warm-up cycle and the first learning one not counted): the
+    env steps and cycles left, each cycle's env steps and updates, and the evaluations to come."""
+    def estimates(cycles: int = 8, **kw) -> list[str]:
+        Trainer(tiny_cfg(cycles, **kw), tmp_path / f"{cycles}-{len(kw)}").train(show_progress=False)
+        return [line for line in capsys.readouterr().err.splitlines() if "cost estimate" in line]
+
+    line, = estimates()  # cycle 1 warm-up, 2 skipped, 3-5 timed: said after cycle 5 of 8
+    assert re.fullmatch(r"FetchReach-v4: cost estimate: 300 more env steps = 3 cycles \(100 env steps \+ 4 updates "
+                        r"each\) at \d+\.\d\d s each on this machine = \d+ s, plus 2 evaluations \(episodes in the "
+                        r"env; progress.csv's wall_time_s shows what they take\)", line), line
+    line, = estimates(planning_start_episodes=14)  # planning starts at cycle 7: said before it
+    assert line.endswith("; measured before planning starts (episode 14): planned episodes and landmark updates "
+                         "make later cycles slower")
+    assert estimates(cycles=5) == []  # too short to be worth one: nothing left once timed

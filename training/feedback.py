@@ -1,8 +1,9 @@
 """What a training run says while it runs, on a terminal or not: every ``log_every_updates``
 optimizer steps one text line on stderr, the same numbers as a row of ``RUN_DIR/losses.jsonl``, and
-the mean losses as TensorBoard scalars (``train/loss_critic``, ...); and, for an offline run, what
-the rest will cost, timed over its first few hundred updates. Reporting only: nothing here touches
-the learner, its random state or its checkpoints.
+the mean losses as TensorBoard scalars (``train/loss_critic``, ...); and what the rest will cost:
+an offline run timed over its first few hundred updates, an online run over its first few cycles
+that learn (collection and updates together). Reporting only: nothing here touches the learner, its
+random state or its checkpoints.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ LOSSES = "losses.jsonl"
 # The estimate times updates ESTIMATE_FROM..ESTIMATE_AT of a train() call: the first ones pay
 # one-off costs (allocations, the first clusters), which the rest of the run does not.
 ESTIMATE_FROM, ESTIMATE_AT = 50, 300
+# Online: the first cycle that learns is skipped for the same reason, the next ESTIMATE_CYCLES timed.
+ESTIMATE_CYCLES = 3
 
 
 def say(line: str) -> None:
@@ -83,9 +86,55 @@ class CostEstimate:
             per_update = (time.perf_counter() - self._t0) / (ESTIMATE_AT - ESTIMATE_FROM)
             left = self._target - optimizer_steps
             say(f"{self._label}: cost estimate: {left:,} more updates at {per_update * 1e3:.1f} ms each on this "
-                f"machine = {duration(left * per_update)}, plus {self._evaluations} evaluation"
-                f"{'s' if self._evaluations != 1 else ''} (episodes in the env; progress.csv's wall_time_s "
-                f"shows what they take)")
+                f"machine = {duration(left * per_update)}, {_evaluations(self._evaluations)}")
+
+
+class CycleEstimate:
+    """Online: times this call's cycles that learn (collection and updates), the first one skipped,
+    and says, once, what the remaining cycles will take at that rate. ``cycles``: the call's cycles,
+    of ``cycle_steps`` env steps and ``updates`` optimizer steps each, from cycle ``first`` on;
+    evaluations every ``eval_every`` cycles and after the last; ``planning_from``: the episode count
+    at which planning starts, if it does during this call (planned cycles cost more)."""
+
+    def __init__(self, label: str, first: int, cycles: int, cycle_steps: int, updates: int, eval_every: int,
+                 planning_from: int | None):
+        self._label, self._first, self._cycles, self._cycle_steps = label, first, cycles, cycle_steps
+        self._updates, self._eval_every, self._planning_from = updates, eval_every, planning_from
+        self._seen, self._learning, self._timed = 0, 0, []
+        self.done = False
+
+    def cycle(self, seconds: float, learned: bool, planning: bool) -> None:
+        """After each cycle: its wall time, whether it learned (not warm-up) and whether it planned."""
+        self._seen += 1
+        if self.done or not learned:
+            return
+        self._learning += 1
+        if self._learning > 1:
+            self._timed.append(seconds)
+        left = self._cycles - self._seen
+        if len(self._timed) < ESTIMATE_CYCLES or left <= 0:
+            self.done = left <= 0
+            return
+        self.done = True
+        per_cycle = sum(self._timed) / len(self._timed)
+        evals = evaluations(self._first + self._seen, self._first + self._cycles, self._eval_every)
+        later = ""
+        if self._planning_from is not None and not planning:
+            later = (f"; measured before planning starts (episode {self._planning_from:,}): planned episodes and "
+                     "landmark updates make later cycles slower")
+        say(f"{self._label}: cost estimate: {left * self._cycle_steps:,} more env steps = {left:,} cycles "
+            f"({self._cycle_steps:,} env steps + {self._updates:,} updates each) at {per_cycle:.2f} s each on this "
+            f"machine = {duration(left * per_cycle)}, {_evaluations(evals)}{later}")
+
+
+def evaluations(cycle: int, last: int, every: int) -> int:
+    """How many evaluations cycles cycle+1..last end with: every ``every`` cycles, and the last."""
+    return last // every - cycle // every + bool(last % every)
+
+
+def _evaluations(count: int) -> str:
+    return (f"plus {count} evaluation{'s' if count != 1 else ''} (episodes in the env; progress.csv's "
+            "wall_time_s shows what they take)")
 
 
 def duration(seconds: float) -> str:

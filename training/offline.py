@@ -110,7 +110,7 @@ class OfflineTrainer(Trainer):
         (self.run_dir / "config.json").write_text(cfg.dumps())
         bar = tqdm(total=target, initial=agent.optimizer_steps, unit="update", dynamic_ncols=True,
                    disable=None if show_progress else True, desc=f"{cfg.env_id} (offline)")
-        self._open_feedback(target, estimate=True)
+        self._open_feedback(target)
         metrics: dict[str, list[float]] = {}
         while agent.optimizer_steps < target:
             t0 = time.perf_counter()

@@ -43,7 +43,7 @@ from l3p.training.agent import L3PAgent
 from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, WorkerPool,
                                     planned_actions)
 from l3p.training.config import PLACEMENT_KEYS, TrainConfig
-from l3p.training.feedback import CostEstimate, IntervalLog
+from l3p.training.feedback import CostEstimate, CycleEstimate, IntervalLog, evaluations
 from l3p.training.replay import EpisodeReplay, within_radius
 from l3p.training.run_files import CHECKPOINT, REPLAY, CheckpointError, load_checkpoint, run_provenance, snapshot_path
 from l3p.training.tensorboard import ScalarLog
@@ -135,7 +135,8 @@ class Trainer:
         self._pending: Episodes | None = None  # collected for the next cycle, not stored yet
         self._scalars: ScalarLog | None = None  # TensorBoard, opened at its first row
         self._interval: IntervalLog | None = None  # open while training (training/feedback.py)
-        self._estimate: CostEstimate | None = None
+        self._estimate: CostEstimate | None = None  # offline: timed over updates
+        self._cycle_estimate: CycleEstimate | None = None  # online: timed over cycles
         self._target = 0  # what this train() call runs to: env steps, or optimizer steps offline
 
     # ----- collection -----
@@ -261,7 +262,7 @@ class Trainer:
         # disable=None: a bar only on a terminal, never carriage-return frames in a log or a pipe.
         bar = tqdm(total=target, initial=p.env_steps, unit="step", disable=None if show_progress else True,
                    dynamic_ncols=True, desc=cfg.env_id)
-        self._open_feedback(target)
+        self._open_feedback(target, cycle_steps=cfg.n_envs * self.spec.max_steps)
         metrics: dict[str, list[float]] = {}
         with self._collecting():
             while p.env_steps < target:
@@ -284,7 +285,9 @@ class Trainer:
                     self._learn(self._updates_due(steps), metrics)
                 p.cycle += 1
                 p.env_steps += steps
-                p.wall_time_s += time.perf_counter() - t0
+                elapsed = time.perf_counter() - t0
+                p.wall_time_s += elapsed
+                self._cycle_estimate.cycle(elapsed, learned=not episodes.warmup, planning=agent.clusters_ready)
                 bar.update(steps)
                 if on_cycle is not None:
                     on_cycle(p)
@@ -294,17 +297,25 @@ class Trainer:
         self._close_logs(bar)
         return p
 
-    def _open_feedback(self, target: int, estimate: bool = False) -> None:
-        """The lines every log_every_updates updates and, with ``estimate``, what the updates up to
-        ``target`` (optimizer steps) will cost."""
+    def _open_feedback(self, target: int, cycle_steps: int = 0) -> None:
+        """The lines every log_every_updates updates, and what the rest up to ``target`` will cost:
+        offline (``cycle_steps`` 0) optimizer steps timed over updates; online env steps, timed over
+        cycles of ``cycle_steps``."""
         cfg, steps, cycle = self.cfg, self.agent.optimizer_steps, self.progress.cycle
         self._target = target
         self._interval = IntervalLog(self.run_dir, cfg.log_every_updates, cfg.env_id, steps)
-        if estimate:
+        if cycle_steps:
+            ratio = cfg.updates_per_env_step
+            updates = cfg.updates_per_cycle if ratio is None else round(ratio * cycle_steps)
+            cycles = -(-(target - self.progress.env_steps) // cycle_steps)
+            planning_from = cfg.planning_start_episodes  # within this call, or never
+            if planning_from >= self.replay.episodes_seen + cycles * cfg.n_envs:
+                planning_from = None
+            self._cycle_estimate = CycleEstimate(cfg.env_id, cycle, cycles, cycle_steps, updates,
+                                                 cfg.eval_every_cycles, planning_from)
+        else:
             last = cycle - (-(target - steps) // cfg.updates_per_cycle)  # the call's last cycle
-            evaluations = last // cfg.eval_every_cycles - cycle // cfg.eval_every_cycles + bool(
-                last % cfg.eval_every_cycles)
-            self._estimate = CostEstimate(cfg.env_id, steps, target, evaluations)
+            self._estimate = CostEstimate(cfg.env_id, steps, target, evaluations(cycle, last, cfg.eval_every_cycles))
 
     def _scalar_log(self) -> ScalarLog:
         if self._scalars is None:
@@ -313,7 +324,7 @@ class Trainer:
 
     def _close_logs(self, bar: Any) -> None:
         bar.close()
-        self._interval = self._estimate = None
+        self._interval = self._estimate = self._cycle_estimate = None
         if self._scalars is not None:
             self._scalars.close()
             self._scalars = None
