@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from l3p.clients.ros2.record import Recording, rss_mb
+from l3p.clients.ros2.recording import Recording, rss_mb
 from l3p.core.dataset import load_dataset
 from l3p.datasets.mapping import mapping_from_dict
 from l3p.datasets.writer import EpisodeWriter

@@ -14,6 +14,7 @@ from l3p.core.dataset import DatasetError
 NO_OBSERVATION = "no observation within max_skew_s"
 NO_GOAL = "no goal before it"
 SUPERSEDED = "a later action on the same observation"
+ONE_STEP = "in an episode of one step"  # counted only where there are some
 
 
 @dataclass
@@ -54,9 +55,16 @@ def _latest(stream: Stream, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return idx, ok
 
 
+def goal_changes(desired: list[Stream]) -> np.ndarray:
+    """The stamps of the goal messages that differ from the one before them on their topic."""
+    ends = [s.stamps[1:][np.any(s.values[1:] != s.values[:-1], axis=1)] for s in desired]
+    return np.sort(np.concatenate([np.zeros(0, np.int64), *ends]))
+
+
 def align(action: Stream, observation: list[Stream], achieved: list[Stream], desired: list[Stream],
-          max_gap_ns: int, where: str) -> Aligned:
-    """Steps from the streams; raises `DatasetError` naming ``where`` for a one-step episode."""
+          max_gap_ns: int, where: str, ends: np.ndarray | None = None) -> Aligned:
+    """Steps from the streams; raises `DatasetError` naming ``where`` where no step is left.
+    ``ends``: the stamps of the episode ends (an end topic's messages), sorted; None: the goal changes."""
     for s in (action, *observation, *achieved, *desired):
         check_monotonic(s, where)
         if not len(s.stamps):
@@ -76,30 +84,33 @@ def align(action: Stream, observation: list[Stream], achieved: list[Stream], des
         raise DatasetError(f"{where}: {action.what}: no action has an observation within max_skew_s "
                            f"({len(t)} actions)")
 
+    # A new episode where an action was dropped (not superseded), after a gap, or at an episode end.
+    hard_dropped = np.cumsum(~valid)[keep]
+    start = np.zeros(len(keep), bool)
+    start[0] = True
+    start[1:] |= hard_dropped[1:] != hard_dropped[:-1]
+    start[1:] |= np.diff(t[keep]) > max_gap_ns
+    # an end stamped at an action's own stamp counts before it, as a goal message does
+    passed = np.searchsorted(goal_changes(desired) if ends is None else ends, t[keep], side="right")
+    start[1:] |= passed[1:] != passed[:-1]
+    # An episode of one step has no transition: left out, as the recorders' writer leaves it out.
+    single = start & np.r_[start[1:], True]
+    if single.any():
+        dropped[ONE_STEP] = int(single.sum())
+        keep, start = keep[~single], start[~single]
+    if len(keep) == 0:
+        raise DatasetError(f"{where}: {action.what}: every episode has one step (steps dropped around each, gaps "
+                           f"over max_gap_s or episode ends one step apart)")
+
     def rows(streams: list[Stream], idx: tuple[np.ndarray, ...]) -> np.ndarray | None:
         if not streams:
             return None
         return np.concatenate([s.values[i[keep]] for s, i in zip(streams, idx)], axis=1)
 
     n_obs = len(observation)
-    desired_rows = rows(desired, tuple(i for i, _ in goal))
-    # A new episode where an action was dropped (not superseded), after a gap, or at a new goal.
-    hard_dropped = np.cumsum(~valid)[keep]
-    start = np.zeros(len(keep), bool)
-    start[0] = True
-    start[1:] |= hard_dropped[1:] != hard_dropped[:-1]
-    start[1:] |= np.diff(t[keep]) > max_gap_ns
-    if desired_rows is not None:
-        start[1:] |= np.any(desired_rows[1:] != desired_rows[:-1], axis=1)
-    terminals = np.r_[start[1:], True].astype(np.float32)
-    lengths = np.diff(np.r_[np.flatnonzero(start), len(keep)])
-    if lengths.min() < 2:
-        j = int(np.flatnonzero(start)[np.argmin(lengths)])
-        raise DatasetError(f"{where}: {action.what}: an episode of one step at message {int(keep[j])} "
-                           f"(steps dropped around it, a gap over max_gap_s or a goal held for one step)")
     return Aligned(observations=rows(observation, obs_idx[:n_obs]), actions=action.values[keep],
-                   terminals=terminals, achieved_goals=rows(achieved, obs_idx[n_obs:]),
-                   desired_goals=desired_rows, action_index=keep, dropped=dropped)
+                   terminals=np.r_[start[1:], True].astype(np.float32), achieved_goals=rows(achieved, obs_idx[n_obs:]),
+                   desired_goals=rows(desired, tuple(i for i, _ in goal)), action_index=keep, dropped=dropped)
 
 
 class LiveAligner:
@@ -109,18 +120,25 @@ class LiveAligner:
     action. A step is held back until the next action on another observation (it may still be
     superseded); it is then emitted as ``on_step(values, starts_episode)``; ``flush()`` emits the
     held step at the end. The steps and their episode starts equal `align`'s on the same messages.
+    ``split_on_goal``: a goal message that differs from the one before it on its topic ends an
+    episode; else only ``end_episode()`` (an end topic's message, a service call) does, besides drops
+    and pauses.
     """
 
-    def __init__(self, n_observed: int, n_desired: int, max_skew_ns: int, max_gap_ns: int, on_step) -> None:
+    def __init__(self, n_observed: int, n_desired: int, max_skew_ns: int, max_gap_ns: int, on_step,
+                 split_on_goal: bool = True) -> None:
         self.latest: list[tuple[int, int, np.ndarray] | None] = [None] * n_observed  # (seq, stamp, values)
         self.goals: list[np.ndarray | None] = [None] * n_desired
         self.seq = [0] * n_observed
         self.max_skew_ns, self.max_gap_ns = max_skew_ns, max_gap_ns
         self.on_step = on_step
+        self.split_on_goal = split_on_goal
         self.pending: dict | None = None
         self.kept: dict | None = None  # the last step emitted
-        self.drops_before_pending = 0  # actions dropped between the last emitted step and the pending one
-        self.drops_after_pending = 0
+        # Breaks (dropped actions, episode ends) between the last emitted step and the pending one,
+        # and after the pending one: a step that supersedes the pending one inherits both.
+        self.breaks_before_pending = 0
+        self.breaks_after_pending = 0
         self.dropped = {NO_OBSERVATION: 0, NO_GOAL: 0, SUPERSEDED: 0}
 
     def observed(self, k: int, stamp_ns: int, values: np.ndarray) -> None:
@@ -129,36 +147,48 @@ class LiveAligner:
         self.latest[k] = (self.seq[k], stamp_ns, values)
 
     def goal(self, k: int, values: np.ndarray) -> None:
+        if self.split_on_goal and self.goals[k] is not None and not np.array_equal(self.goals[k], values):
+            self.end_episode()
         self.goals[k] = values
 
-    def action(self, stamp_ns: int, values: np.ndarray) -> None:
+    def end_episode(self) -> None:
+        """The episode ends here (an end message, or a dropped action): the next step starts a new one."""
+        if self.pending is None:
+            self.breaks_before_pending += 1
+        else:
+            self.breaks_after_pending += 1
+
+    def action(self, stamp_ns: int, values: np.ndarray) -> bool | None:
+        """None if the action was dropped or superseded the held step; else whether the step it
+        makes starts an episode (known now: a step superseding it would start one too)."""
         have_obs = all(m is not None and stamp_ns - m[1] <= self.max_skew_ns for m in self.latest)
         if not have_obs or any(g is None for g in self.goals):
             self.dropped[NO_OBSERVATION if not have_obs else NO_GOAL] += 1
-            if self.pending is None:
-                self.drops_before_pending += 1
-            else:
-                self.drops_after_pending += 1
-            return
+            self.end_episode()
+            return None
         step = {"stamp": stamp_ns, "obs_seq": self.latest[0][0], "action": values,
                 "observed": [m[2] for m in self.latest], "goals": list(self.goals)}
-        if self.pending is not None and self.pending["obs_seq"] == step["obs_seq"]:
-            self.dropped[SUPERSEDED] += 1
-            self.drops_before_pending += self.drops_after_pending
-        else:
+        fresh = self.pending is None or self.pending["obs_seq"] != step["obs_seq"]
+        if fresh:
             self._emit()
+        else:
+            self.dropped[SUPERSEDED] += 1
+            self.breaks_before_pending += self.breaks_after_pending
         self.pending = step
-        self.drops_after_pending = 0
+        self.breaks_after_pending = 0
+        return self._starts(step) if fresh else None
+
+    def _starts(self, step: dict) -> bool:
+        last = self.kept
+        return last is None or self.breaks_before_pending > 0 or step["stamp"] - last["stamp"] > self.max_gap_ns
 
     def _emit(self) -> None:
-        step, last = self.pending, self.kept
+        step = self.pending
         if step is None:
             return
-        starts = (last is None or self.drops_before_pending > 0 or step["stamp"] - last["stamp"] > self.max_gap_ns
-                  or any(not np.array_equal(a, b) for a, b in zip(step["goals"], last["goals"])))
-        self.on_step(step, starts)
+        self.on_step(step, self._starts(step))
         self.kept, self.pending = step, None
-        self.drops_before_pending, self.drops_after_pending = self.drops_after_pending, 0
+        self.breaks_before_pending, self.breaks_after_pending = self.breaks_after_pending, 0
 
     def flush(self) -> None:
         self._emit()

@@ -11,6 +11,7 @@ wrong type or a missing part is one `DatasetError` line naming the file and the 
     achieved_goal_indices: [0, 1]        # entries of the observation; or achieved_goal: [parts]
     desired_goal: [{topic: /arm/goal, fields: [point.x, point.y]}]
     alignment: {stamps: receive, max_skew_s: 0.1, max_gap_s: 1.0}
+    episodes: {split: topic, topic: /arm/episode_end}   # or goal (the default), or service
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from l3p.core.dataset import DatasetError
 
 FORMATS = ("npz", "rosbag2", "lerobot", "minari")
 STAMPS = ("receive", "header")
+SPLITS = ("goal", "topic", "service")
+END_TYPES = ("std_msgs/msg/Empty", "std_msgs/msg/Bool")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +73,31 @@ class Alignment:
 
 
 @dataclasses.dataclass(frozen=True)
+class Episodes:
+    """Where a bag's episodes end, besides a dropped step and a pause over ``max_gap_s`` (always).
+
+    ``split``: ``goal``, where a desired-goal message differs from the one before it; ``topic``, at
+    each message of ``topic`` (``type`` ``std_msgs/msg/Empty``, or ``std_msgs/msg/Bool`` whose
+    ``data`` is true); ``service``, at each call of ``service`` (``std_srvs/srv/Trigger``), which
+    ``l3p ros2 record`` offers; a bag it writes holds each call as an ``std_msgs/msg/Empty`` message
+    on a topic of the service's name, which is what an import reads. An end splits the steps
+    between the last command before it and the first after it."""
+
+    split: str = "goal"
+    topic: str = ""
+    type: str = "std_msgs/msg/Empty"
+    service: str = "/l3p_record/end_episode"
+
+    def end_topic(self) -> tuple[str, str] | None:
+        """The topic a bag holds the episode ends on, and its type; None for ``goal``."""
+        if self.split == "topic":
+            return self.topic, self.type
+        if self.split == "service":
+            return self.service, "std_msgs/msg/Empty"
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
 class Mapping:
     format: str = ""
     env_id: str = ""
@@ -81,6 +109,7 @@ class Mapping:
     desired_goal: tuple[Part, ...] = ()
     episode_column: str = "episode_index"  # LeRobot: the episode of each row
     alignment: Alignment = Alignment()
+    episodes: Episodes = Episodes()
     source: str = ""  # the file this mapping was read from (for messages and relative paths)
 
     def where(self) -> str:
@@ -195,6 +224,22 @@ def check(m: Mapping) -> None:
     for key in ("max_skew_s", "max_gap_s"):
         if not getattr(m.alignment, key) > 0:
             raise DatasetError(f"{where}: alignment.{key} must be > 0, got {getattr(m.alignment, key)}")
+    e = m.episodes
+    if e.split not in SPLITS:
+        raise DatasetError(f"{where}: episodes.split must be one of {', '.join(SPLITS)}, got {e.split!r}")
+    if e.split != "goal" and m.format != "rosbag2":
+        raise DatasetError(f"{where}: episodes.split: {e.split} is for bags ({m.format} has its own episodes)")
+    if e.split == "topic" and not e.topic.startswith("/"):
+        raise DatasetError(f"{where}: episodes.split: topic needs episodes.topic, a full name (/robot/episode_end)")
+    if e.type not in END_TYPES:
+        raise DatasetError(f"{where}: episodes.type must be one of {', '.join(END_TYPES)}, got {e.type!r}")
+    if e.split == "service" and not e.service.startswith("/"):
+        raise DatasetError(f"{where}: episodes.service must be a full name (/l3p_record/end_episode), "
+                           f"got {e.service!r}")
+    ends = e.end_topic()
+    if ends and ends[0] in {p.topic for key in ("observation", "action", "achieved_goal", "desired_goal")
+                            for p in getattr(m, key)}:
+        raise DatasetError(f"{where}: episodes: {ends[0]} is also an observation, action or goal topic")
 
 
 def resolved_paths(m: Mapping) -> list[Path]:

@@ -75,3 +75,8 @@ def header_stamp_ns(msg: Any) -> int:
     if header is None:
         raise BadMessage("has no header (use alignment.stamps: receive)")
     return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+def ends_episode(msg: Any) -> bool:
+    """Whether a message of an end topic ends an episode: any ``std_msgs/Empty``, a ``std_msgs/Bool`` if true."""
+    return bool(getattr(msg, "data", True))

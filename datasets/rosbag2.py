@@ -19,8 +19,8 @@ import numpy as np
 
 from l3p.core.dataset import DatasetError
 from l3p.datasets.align import Stream, align
-from l3p.datasets.mapping import Mapping, Part
-from l3p.datasets.messages import BadMessage, header_stamp_ns, message_vector, part_fields
+from l3p.datasets.mapping import END_TYPES, Mapping, Part
+from l3p.datasets.messages import BadMessage, ends_episode, header_stamp_ns, message_vector, part_fields
 
 
 def _typestore() -> Any:
@@ -270,12 +270,23 @@ def decode_topic(store: Any, msgtype: str, datas: list[bytes], parts: list[Part]
     return [np.array(r, np.float64) for r in rows], (np.array(stamps, np.int64) if want_header else None)
 
 
+def episode_ends(store: Any, raw: tuple[str, list[int], list[bytes]], where: str) -> np.ndarray:
+    """The log times of an end topic's messages that end an episode (`messages.ends_episode`);
+    few messages, decoded one by one."""
+    msgtype, log_times, datas = raw
+    if msgtype not in END_TYPES:
+        raise DatasetError(f"{where}: type {msgtype}, an episode end is one of {', '.join(END_TYPES)}")
+    ends = [t for t, data in zip(log_times, datas) if ends_episode(store.deserialize_cdr(data, msgtype))]
+    return np.array(ends, np.int64)
+
+
 def read_rosbag(path: Path, m: Mapping, bulk: bool = True) -> tuple[dict[str, np.ndarray | None], dict[str, Any]]:
     """The bag's steps (arrays of `core.dataset`'s format) and a report of what was dropped."""
     roles = {"observation": m.observation, "action": m.action, "achieved_goal": m.achieved_goal,
              "desired_goal": m.desired_goal}
     topics = list(dict.fromkeys(p.topic for parts in roles.values() for p in parts))
-    raw, store = read_raw(path, topics)
+    end_topic = m.episodes.end_topic()
+    raw, store = read_raw(path, topics + ([end_topic[0]] if end_topic else []))
     header = m.alignment.stamps == "header"
     streams: dict[str, list[Stream]] = {role: [] for role in roles}
     for topic in topics:
@@ -295,8 +306,9 @@ def read_rosbag(path: Path, m: Mapping, bulk: bool = True) -> tuple[dict[str, np
     if len(streams["action"]) != 1:
         raise DatasetError(f"{m.where()}: action must be one topic (the one that makes a step), got "
                            f"{len(streams['action'])}")
+    ends = None if end_topic is None else episode_ends(store, raw[end_topic[0]], f"bag {path}: topic {end_topic[0]}")
     aligned = align(streams["action"][0], streams["observation"], streams["achieved_goal"], streams["desired_goal"],
-                    int(m.alignment.max_gap_s * 1e9), f"bag {path}")
+                    int(m.alignment.max_gap_s * 1e9), f"bag {path}", ends)
     arrays = {"observations": aligned.observations, "actions": aligned.actions, "terminals": aligned.terminals,
               "achieved_goals": aligned.achieved_goals, "desired_goals": aligned.desired_goals}
     report = {"actions": int(len(streams["action"][0].stamps)), "steps": int(len(aligned.actions)),

@@ -35,8 +35,13 @@ def add_ros2_arguments(parser: argparse.ArgumentParser) -> None:
     record = sub.add_parser("record", help="record a robot that something else drives (no planner) to the dataset format")
     record.add_argument("--mapping", required=True, metavar="YAML",
                         help="the topics: observation, action (command), goals (docs/guides/recordings.md)")
-    record.add_argument("--out", required=True, metavar="FILE.npz", help="the first file (then FILE_0001.npz, ...)")
-    record.add_argument("--rotate-steps", type=int, default=20_000, metavar="N", help="start a new file after N steps")
+    record.add_argument("--format", choices=("npz", "mcap"), default="npz",
+                        help="npz: the dataset's steps; mcap: rosbag2 bags of the messages as received (l3p dataset "
+                        "import rosbag2 reads them with the same mapping)")
+    record.add_argument("--out", required=True, metavar="PATH", help="the first file, FILE.npz (then FILE_0001.npz, "
+                        "...), or with --format mcap the first bag, a folder BAG (then BAG_0001, ...)")
+    record.add_argument("--rotate-steps", type=int, default=20_000, metavar="N",
+                        help="start a new file after N steps (a bag: at the next episode start)")
     record.add_argument("--max-episode-steps", type=int, default=10_000, metavar="N",
                         help="cut an episode (one goal held for long) at N steps")
     record.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds (default: "

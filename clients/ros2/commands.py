@@ -34,7 +34,8 @@ def run_ros2(args: argparse.Namespace) -> int:
         from l3p.clients.ros2.record import run_record
 
         return run_record(args.mapping, args.out, rotate_steps=args.rotate_steps, max_episode_steps=args.max_episode_steps,
-                          duration_s=args.duration, qos=args.qos, stats_path=args.stats, ros_args=args.ros_args)
+                          duration_s=args.duration, qos=args.qos, stats_path=args.stats, ros_args=args.ros_args,
+                          format=args.format)
     try:
         from l3p.clients.ros2.sim_robot import SimConfig, SimRobot, summary
     except ImportError as exc:

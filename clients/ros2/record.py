@@ -1,39 +1,32 @@
 """``l3p ros2 record``: record a robot that something else drives (teleoperation, a scripted routine,
-an earlier policy), with no planner in the loop, into the project's dataset format.
+an earlier policy), with no planner in the loop, into the project's dataset format (``--format npz``)
+or into rosbag2 bags (``--format mcap``: the topics' messages as received, which ``l3p dataset
+import rosbag2`` turns into the same dataset with the same mapping).
 
 The topics and how their messages become vectors come from a mapping file (`l3p.datasets.mapping`,
 format rosbag2): the same file imports a ``ros2 bag record`` of the same topics, and each part may
 name its message ``type`` (default ``std_msgs/msg/Float64MultiArray``; ``geometry_msgs/msg/PointStamped``
 for a desired goal). Steps follow the bag import's time alignment, on receive times
 (`l3p.datasets.align.LiveAligner`): one step per command, paired with the newest observation within
-``max_skew_s``; an episode ends where the goal changes, a step was dropped, or commands pause for
-``max_gap_s``. Streamed to disk by `l3p.datasets.writer.EpisodeWriter`: bounded memory, rotated
-files, every finished episode readable after a kill.
+``max_skew_s``; an episode ends where a step was dropped, commands pause for ``max_gap_s``, and as the
+mapping's ``episodes.split`` says: where the goal changes, at a message of an end topic, or at a call of
+the recorder's ``std_srvs/srv/Trigger`` service. What happens to the messages: `recording.Recording`.
 """
 from __future__ import annotations
 
-import heapq
 import importlib
 import json
-import resource
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from l3p.clients.ros2.recording import DEFAULT_TYPE, Recording, bag_series
 from l3p.core.errors import L3PError
-from l3p.datasets.align import LiveAligner
-from l3p.datasets.mapping import Mapping, Part, load_mapping
-from l3p.datasets.messages import BadMessage, message_vector, part_fields
+from l3p.datasets.mapping import load_mapping
 from l3p.datasets.writer import EpisodeWriter
 
-# An executor serves ready subscriptions in its own order, not in the order messages arrived: each
-# message waits this long, then all go to the aligner sorted by their receive time (rmw's stamp).
-REORDER_NS = 200_000_000
-DEFAULT_TYPE = "std_msgs/msg/Float64MultiArray"
-GOAL_TYPE = "geometry_msgs/msg/PointStamped"
+FORMATS = ("npz", "mcap")
 
 
 def message_class(name: str) -> type:
@@ -45,112 +38,37 @@ def message_class(name: str) -> type:
         raise L3PError(f"message type {name!r} is not installed (pkg/msg/Type, e.g. {DEFAULT_TYPE})") from None
 
 
-def rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 1e6
-
-
-class Recording:
-    """The recorder's state, apart from ROS: messages in, steps out to the writer."""
-
-    def __init__(self, mapping: Mapping, writer: EpisodeWriter) -> None:
-        self.mapping = mapping
-        self.writer = writer
-        self.observed = [*mapping.observation, *mapping.achieved_goal]
-        self.n_obs = len(mapping.observation)
-        a = mapping.alignment
-        self.aligner = LiveAligner(len(self.observed), len(mapping.desired_goal), int(a.max_skew_s * 1e9),
-                                   int(a.max_gap_s * 1e9), self._step)
-        self.bad: dict[str, int] = {}
-        self.last_bad = ""
-        self.messages = 0
-        self.steps = 0
-        self.rss: list[tuple[int, float]] = []
-        self.waiting: list[tuple[int, int, list, list[np.ndarray]]] = []  # a heap by receive time
-
-    def topics(self) -> dict[str, tuple[str, list[tuple[str, int, Part]]]]:
-        """topic -> (message type, [(role, index, part)]) for every topic the mapping reads."""
-        out: dict[str, tuple[str, list[tuple[str, int, Part]]]] = {}
-        uses = [("observed", k, p) for k, p in enumerate(self.observed)]
-        uses += [("goal", k, p) for k, p in enumerate(self.mapping.desired_goal)]
-        uses += [("action", 0, p) for p in self.mapping.action]
-        for role, k, part in uses:
-            kind = part.type or (GOAL_TYPE if role == "goal" else DEFAULT_TYPE)
-            have = out.setdefault(part.topic, (kind, []))
-            if have[0] != kind:
-                raise L3PError(f"{self.mapping.where()}: topic {part.topic} is given two types, {have[0]} and {kind}")
-            have[1].append((role, k, part))
-        return out
-
-    def message(self, topic: str, kind: str, uses: list[tuple[str, int, Part]], msg: Any, stamp_ns: int,
-                now_ns: int | None = None) -> None:
-        """One message, received at ``stamp_ns``; the aligner gets the messages received before
-        ``now_ns - REORDER_NS`` (default: this one's stamp), in the order they were received."""
-        self.messages += 1
-        try:
-            vectors = []
-            for role, k, part in uses:
-                vec = message_vector(msg, part, part_fields(part, kind))
-                if not np.all(np.isfinite(vec)):
-                    raise BadMessage(f"has NaN or Inf at index {int(np.flatnonzero(~np.isfinite(vec))[0])}")
-                vectors.append(vec)
-        except BadMessage as err:
-            self.bad[topic] = self.bad.get(topic, 0) + 1
-            self.last_bad = f"topic {topic}: message {self.messages} {err}"
-            return
-        heapq.heappush(self.waiting, (stamp_ns, self.messages, uses, vectors))
-        self.release(stamp_ns if now_ns is None else now_ns)
-
-    def release(self, now_ns: int | None) -> None:
-        """Messages received before ``now_ns - REORDER_NS`` to the aligner, oldest first (all: None)."""
-        while self.waiting and (now_ns is None or self.waiting[0][0] < now_ns - REORDER_NS):
-            stamp_ns, _, uses, vectors = heapq.heappop(self.waiting)
-            for (role, k, _), vec in zip(uses, vectors):
-                if role == "observed":
-                    self.aligner.observed(k, stamp_ns, vec)
-                elif role == "goal":
-                    self.aligner.goal(k, vec)
-                else:
-                    self.aligner.action(stamp_ns, vec)
-
-    def _step(self, step: dict[str, Any], starts: bool) -> None:
-        if starts:
-            self.writer.end_episode()
-        obs = np.concatenate(step["observed"][:self.n_obs]).astype(np.float32)
-        if self.mapping.achieved_goal_indices:
-            achieved = obs[list(self.mapping.achieved_goal_indices)]
-        else:
-            achieved = np.concatenate(step["observed"][self.n_obs:]).astype(np.float32)
-        row = {"observations": obs, "actions": step["action"].astype(np.float32), "achieved_goals": achieved}
-        if step["goals"]:
-            row["desired_goals"] = np.concatenate(step["goals"]).astype(np.float32)
-        self.writer.add(**row)
-        self.steps += 1
-        if self.steps % 10_000 == 0:
-            self.rss.append((self.steps, rss_mb()))
-
-    def close(self) -> dict[str, Any]:
-        self.release(None)
-        self.aligner.flush()
-        self.writer.close()
-        return {**self.writer.counts, "files": [str(f) for f in self.writer.files], "dropped": self.aligner.dropped,
-                "bad_messages": self.bad, "last_bad_message": self.last_bad, "messages": self.messages,
-                "rss_mb": {"samples": self.rss, "now": rss_mb(),
-                           "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3}}
+def _trigger() -> type:
+    try:
+        from std_srvs.srv import Trigger
+    except ImportError:
+        raise L3PError("episodes.split: service needs std_srvs (pip install ros-std-srvs==5.5.1, in the ros2 extra)") \
+            from None
+    return Trigger
 
 
 def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_steps: int, duration_s: float | None,
-               qos: str, stats_path: str | None, ros_args: list[str]) -> int:
+               qos: str, stats_path: str | None, ros_args: list[str], format: str = "npz") -> int:
     mapping = load_mapping(mapping_path, "rosbag2")
+    if format not in FORMATS:
+        raise L3PError(f"--format: one of {', '.join(FORMATS)}, got {format!r}")
+    service = mapping.episodes.split == "service"
+    trigger = _trigger() if service else None
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.serialization import deserialize_message, serialize_message
     from rclpy.signals import SignalHandlerOptions
+    from std_msgs.msg import Empty
 
     made_by = {"recorder": "l3p ros2 record", "mapping": str(mapping_path),
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    recording = Recording(mapping, EpisodeWriter(out, mapping.env_id, made_by, rotate_steps=rotate_steps,
-                                                 max_episode_steps=max_episode_steps))
+    if format == "npz":
+        recording = Recording(mapping, EpisodeWriter(out, mapping.env_id, made_by, rotate_steps=rotate_steps,
+                                                     max_episode_steps=max_episode_steps))
+    else:
+        recording = Recording(mapping, bag_series(mapping, out), rotate_steps=rotate_steps,
+                              max_episode_steps=max_episode_steps)
     topics = recording.topics()
     classes = {topic: message_class(kind) for topic, (kind, _) in topics.items()}
     rclpy.init(args=["l3p_record", "--ros-args", *ros_args] if ros_args else None,
@@ -159,15 +77,31 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     # A deep queue: when writing a file holds the recorder up, messages wait instead of being replaced.
     profile = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT if qos == "best_effort"
                          else ReliabilityPolicy.RELIABLE)
+    raw = format == "mcap"  # a bag keeps the bytes as received; the mapping reads them decoded
 
     def callback(topic: str, kind: str, uses: list) -> Any:
         def on_message(msg: Any, info: Any) -> None:
             now = time.time_ns()  # rmw's receive stamps are system time; 0 where an rmw has none
-            recording.message(topic, kind, uses, msg, info.get("received_timestamp") or now, now)
+            data = msg if raw else None
+            if raw:
+                msg = deserialize_message(msg, classes[topic])
+            recording.message(topic, kind, uses, msg, info.get("received_timestamp") or now, now, data)
         return on_message
 
     for topic, (kind, uses) in topics.items():
-        node.create_subscription(classes[topic], topic, callback(topic, kind, uses), profile)
+        node.create_subscription(classes[topic], topic, callback(topic, kind, uses), profile, raw=raw)
+    if service:
+        calls = [0]
+        empty = serialize_message(Empty())
+
+        def on_call(_request: Any, response: Any) -> Any:
+            now = time.time_ns()
+            recording.end_episode(now, empty if raw else None, now)
+            calls[0] += 1
+            response.success, response.message = True, f"episode end {calls[0]} recorded"
+            return response
+
+        node.create_service(trigger, mapping.episodes.service, on_call)
 
     def stop(*_: object) -> None:
         raise KeyboardInterrupt
@@ -175,8 +109,9 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     signal.signal(signal.SIGTERM, stop)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    print(f"l3p ros2 record: READY recording {', '.join(node.resolve_topic_name(t) for t in topics)} to {out}",
-          flush=True)
+    extra = f"; episode ends: service {mapping.episodes.service}" if service else ""
+    print(f"l3p ros2 record: READY recording {', '.join(node.resolve_topic_name(t) for t in topics)} to {out}"
+          f"{extra}", flush=True)
     deadline = None if duration_s is None else time.monotonic() + duration_s
     try:
         while deadline is None or time.monotonic() < deadline:
