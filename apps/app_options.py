@@ -13,7 +13,8 @@ DEFAULT_MODEL = "FetchPush-v4"  # the demo runs it first
 
 
 def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--bundle", type=Path, required=True, help="the maze model bundle (its graph is drawn)")
+    parser.add_argument("--bundle", type=Path, required=True,
+                        help="the model bundle (its graph is drawn); with --learning-curve also a run directory")
     parser.add_argument("--server", default=None, metavar="HOST:PORT",
                         help="planner server serving that bundle (default: start one on --bundle)")
     parser.add_argument("--model", default=None, metavar="NAME",
@@ -24,12 +25,18 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     add_protocol_arguments(parser)
     parser.add_argument("--planner", type=variant_arg, default="l3p", metavar="MODE[@KEY=VALUE...]",
                         help=VARIANT_HELP + " (default: the bundle's served defaults)")
-    parser.add_argument("--landmarks-only", action="store_true",
-                        help="draw the walls, the landmarks and their graph from the bundle alone "
-                             "(no episode, no server); any env: other envs in goal-space views, over "
-                             "the obstacles the env declares")
+    picture = parser.add_mutually_exclusive_group()
+    picture.add_argument("--landmarks-only", action="store_true",
+                         help="draw the walls, the landmarks and their graph from the bundle alone "
+                              "(no episode, no server); any env: other envs in goal-space views, over "
+                              "the obstacles the env declares")
+    picture.add_argument("--learning-curve", action="store_true",
+                         help="draw the in-training evaluations of the run the bundle came from (its "
+                              "progress.csv, which export copies beside it, and the training config in its "
+                              "manifest), or of a run directory (progress.csv, config.json)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="PNG to write (default maze_episode.png, or landmarks.png with --landmarks-only)")
+                        help="PNG to write (default maze_episode.png, landmarks.png with --landmarks-only, "
+                             "learning_curve.png with --learning-curve)")
     return parser
 
 

@@ -35,8 +35,8 @@ PICTURES = {
     "maze_episode.png": "one episode through the server (`l3p plot --bundle`): walls, the learned landmarks, "
                         "the graph's edges, the path coloured by the subgoal pursued at each step",
     "landmarks.png": "the bundle's landmarks and the graph between them (`l3p plot --landmarks-only`)",
-    "learning_curve.png": "in-training evaluation (`progress.csv`): success of the policy and of the "
-                          "training-time planner per env step",
+    "learning_curve.png": "in-training evaluation (`progress.csv`, `l3p plot --learning-curve`): success of the "
+                          "policy and of the training-time planner per env step (offline: per optimizer step)",
     "learning_speed.png": "policy success per env step with and without planning during collection "
                           "(`benchmarks/learning_speed.py`)",
 }

@@ -83,7 +83,8 @@ COMMANDS: tuple[Command, ...] = (
     # "": the robot library alone (grpcio, protobuf, numpy), on the robot's computer too.
     Command("models", "list what a planner server serves: name, version, env, dims, signer, state",
             "l3p.clients.models", "l3p.clients.run_config:ModelsConfig", "run_models", ""),
-    Command("plot", "draw a maze episode, or with --landmarks-only a bundle's landmark graph (PNG)",
+    Command("plot", "draw a maze episode, with --landmarks-only a bundle's landmark graph, with --learning-curve "
+                    "its run's in-training evaluations (PNG)",
             "l3p.plot", "l3p.app_options:add_plot_arguments", "run_plot", "serve,sim"),
     Command("demo", "serve the shipped models and drive Fetch and maze episodes through them",
             "l3p.demo", "l3p.app_options:add_demo_arguments", "run_demo", "serve,sim"),

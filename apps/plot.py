@@ -3,6 +3,7 @@
 ``l3p plot --bundle models/PointMaze_Large-v3 --pairs far --out maze.png``
 ``l3p plot --bundle models/PointMaze_Large-v3 --landmarks-only --out landmarks.png``
 ``l3p plot --bundle models/FetchPush-v4 --landmarks-only --out landmarks.png`` (any env: goal-space views)
+``l3p plot --bundle models/FetchPush-v4 --learning-curve --out learning_curve.png`` (from progress.csv)
 
 The graph is the bundle's own (its value network over the landmarks, cut at the d_max the
 bundle serves, or a ``--planner`` override), solved towards the episode's goal with the served
@@ -10,13 +11,15 @@ search; landmarks are coloured by their solved distance to that goal. The episod
 a planner server (``--server``, or one started on ``--bundle``), and its trajectory is drawn in
 segments coloured by the subgoal pursued at each step, with that subgoal marked in the same
 colour. ``--landmarks-only`` draws the walls, the landmarks and the graph from the bundle alone:
-no episode, no server.
+no episode, no server. ``--learning-curve`` draws the run's in-training evaluations as training
+does (`l3p.training.feedback.plot_run_curve`), from the files alone.
 
 Needs the server extra (onnxruntime, to read the bundle's graph) and matplotlib.
 """
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +92,8 @@ def run_plot(args: argparse.Namespace) -> int:
     """``l3p plot``: writes the PNG; expected failures (a bundle, the server) raise L3PError."""
     from l3p.core.names import parse_variant
 
+    if args.learning_curve:
+        return _plot_curve(args.bundle, args.out or Path("learning_curve.png"))
     bundle = load_bundle(args.bundle)
     if not (args.landmarks_only or mazes.is_maze(bundle.env_id)):
         raise L3PError(f"draws maze episodes only; {args.bundle} is a {bundle.env_id} model")
@@ -97,6 +102,26 @@ def run_plot(args: argparse.Namespace) -> int:
     if args.landmarks_only:
         return _plot_landmarks(bundle, config, overrides, args.out or Path("landmarks.png"))
     return _plot_episode(args, bundle, config, overrides, args.out or Path("maze_episode.png"))
+
+
+def _plot_curve(source: Path, out: Path) -> int:
+    """A bundle's run (progress.csv beside it, the config in its manifest) or a run directory's."""
+    from l3p.core.bundle_format import read_manifest
+    from l3p.training.config import TrainConfig
+    from l3p.training.feedback import PROGRESS, plot_run_curve, read_progress
+
+    if not (source / PROGRESS).is_file():
+        raise L3PError(f"--learning-curve needs {source / PROGRESS} (a run writes it; export copies it beside the "
+                       "bundle)")
+    if (source / "config.json").is_file():
+        where, config = str(source / "config.json"), json.loads((source / "config.json").read_text())
+    else:
+        where, config = f"{source}'s manifest", read_manifest(source).get("provenance", {}).get("config")
+        if config is None:
+            raise L3PError(f"{where} records no training config (provenance.config)")
+    plot_run_curve(read_progress(source / PROGRESS), TrainConfig.from_dict(config, where), out)
+    print(f"wrote {out}")
+    return 0
 
 
 def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides: dict[str, Any], out: Path) -> int:

@@ -93,36 +93,39 @@ def print_table(result: dict) -> None:
 
 
 def plot(result: dict, path: Path, smooth: int) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The modes side by side, at the width and text sizes of the cards' pictures (l3p.sim.draw)."""
+    from matplotlib.ticker import EngFormatter
 
-    fig, axes = plt.subplots(1, len(MODES), figsize=(6 * len(MODES), 3.8), dpi=100, sharex=True, sharey=True)
-    for ax, mode in zip(axes, MODES):
-        for i, run in enumerate(result["runs"]):
-            pts = [(r["env_steps"], r[f"success_{mode}"]) for r in run["curve"] if r[f"success_{mode}"] is not None]
-            if not pts:
-                continue
-            x, y = np.array(pts, dtype=float).T
-            ax.plot(x, y, ".", color=f"C{i}", alpha=0.25)
-            k = min(smooth, len(y))  # trailing mean: each point sees only evaluations up to it
-            ys = np.convolve(y, np.ones(k) / k, mode="valid")
-            ax.plot(x[k - 1:], ys, color=f"C{i}", label=f"{run['label']} (mean of {k})")
-        ax.axvline(result["common_env_steps"], color="0.6", linestyle=":", linewidth=1)
-        ax.set_title(f"{result['env_id']}: {MODE_LABELS[mode]}")
-        ax.set_xlabel("env steps")
-        ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("in-training eval success")
-    axes[0].legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    from l3p.sim.draw import figure, wrapped
+
+    with figure(path, 4.2, ncols=len(MODES), sharex=True, sharey=True) as (fig, axes):
+        for ax, mode in zip(axes, MODES):
+            for i, run in enumerate(result["runs"]):
+                pts = [(r["env_steps"], r[f"success_{mode}"]) for r in run["curve"]
+                       if r[f"success_{mode}"] is not None]
+                if not pts:
+                    continue
+                x, y = np.array(pts, dtype=float).T
+                ax.plot(x, y, ".", color=f"C{i}", alpha=0.25)
+                k = min(smooth, len(y))  # trailing mean: each point sees only evaluations up to it
+                ys = np.convolve(y, np.ones(k) / k, mode="valid")
+                ax.plot(x[k - 1:], ys, color=f"C{i}", label=f"{run['label']} (mean of {k})")
+            ax.axvline(result["common_env_steps"], color="0.6", linestyle=":", linewidth=1)
+            ax.set_title(MODE_LABELS[mode])
+            ax.set_xlabel("env steps")
+            ax.xaxis.set_major_formatter(EngFormatter(sep=" "))
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("in-training eval success")
+        fig.suptitle(wrapped(f"{result['env_id']}: learning speed"))
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=1, frameon=False)
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", type=Path, help="training run directories (l3p train --out DIR)")
+    ap.add_argument("runs", nargs="*", type=Path, help="training run directories (l3p train --out DIR)")
+    ap.add_argument("--replot", type=Path, metavar="JSON",
+                    help="draw --plot from a result this benchmark wrote (--out), without the runs")
     ap.add_argument("--segments", type=int, default=5, help="equal spans of the common env steps")
     ap.add_argument("--smooth", type=int, default=5, help="plot: trailing mean over this many evaluations")
     ap.add_argument("--out", type=Path, help="write the results as JSON")
@@ -130,6 +133,14 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     if args.segments < 1 or args.smooth < 1:
         ap.error("--segments and --smooth must be >= 1")
+    if args.replot:
+        if args.runs or not args.plot:
+            ap.error("--replot JSON takes --plot PNG and no run directories")
+        plot(json.loads(args.replot.read_text()), args.plot, args.smooth)
+        print(f"wrote {args.plot}")
+        return {}
+    if not args.runs:
+        ap.error("name the run directories to compare (or --replot JSON)")
 
     runs = [load_run(r) for r in args.runs]
     envs = {run["env_id"] for run in runs}

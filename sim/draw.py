@@ -2,7 +2,9 @@
 subgoal pursued), landmarks over achieved goals, and learning curves. matplotlib, drawn off-screen."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import textwrap
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,26 @@ from l3p.core import pairwise_graph
 from l3p.sim import mazes
 from l3p.sim.envs import make_env
 
+# Pictures are read in a model card or a docs page, shown at the column's width: 998 px in the docs
+# at a 1280 px window, ~830 px on GitHub, READ_AT_PX and up on smaller screens. A browser scales a
+# picture down to its column, never up, so text of s points in a figure W inches wide drawn at d dpi
+# is s / 72 * min(d, R / W) px tall at R px shown (`text_px`). Every figure here is WIDTH_IN wide:
+# at R = 700 that is 1.39 px a point, and the smallest text (9 pt) is 12.5 px, above MIN_TEXT_PX.
+READ_AT_PX = 700
+MIN_TEXT_PX = 11
+WIDTH_IN = 7.0
+DPI = 150  # 1,050 px: sharp in the 998 px column and on high-density screens
+SMALL_PT, TEXT_PT = 9, 10  # legends and tick labels; titles and axis labels
+STYLE = {"font.size": TEXT_PT, "axes.titlesize": TEXT_PT, "axes.labelsize": TEXT_PT, "figure.titlesize": TEXT_PT,
+         "legend.fontsize": SMALL_PT, "xtick.labelsize": SMALL_PT, "ytick.labelsize": SMALL_PT,
+         "savefig.dpi": DPI}
+
+
+def text_px(points: float, width_in: float, dpi: float, shown_px: float = READ_AT_PX) -> float:
+    """How tall text of ``points`` is, in screen px, in a figure ``width_in`` wide drawn at ``dpi``
+    and shown at most ``shown_px`` wide (never scaled up past its own width)."""
+    return points / 72 * min(dpi, shown_px / width_in)
+
 
 def _pyplot():
     import matplotlib
@@ -20,6 +42,27 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+@contextlib.contextmanager
+def figure(path: str | Path, height_in: float, ncols: int = 1, **subplots: Any) -> Iterator[tuple[Any, Any]]:
+    """A WIDTH_IN-wide figure with the pictures' text sizes, (fig, axes row); saved as a PNG at
+    ``path`` (folders made) and closed when the block ends without an error."""
+    plt = _pyplot()
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, ncols, figsize=(WIDTH_IN, height_in), dpi=DPI, squeeze=False,
+                                 layout="constrained", **subplots)
+        try:
+            yield fig, axes[0]
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path)
+        finally:
+            plt.close(fig)
+
+
+def wrapped(title: str, points: float = TEXT_PT) -> str:
+    """``title`` in lines that fit the figure's width (about 0.6 em a character)."""
+    return textwrap.fill(title, width=int(WIDTH_IN * 72 / (0.6 * points)))
 
 
 def draw_maze_episode(
@@ -80,7 +123,8 @@ def draw_maze_episode(
         colour = {k: palette(i % 20) for i, k in enumerate(order)}
         steps = np.asarray(subgoal_indices)
         segs = np.stack([trajectory[:-1], trajectory[1:]], axis=1)
-        ax.add_collection(LineCollection(segs, colors=[colour[k] for k in steps], linewidths=2.2, zorder=5))
+        ax.add_collection(LineCollection(segs, colors=[colour[k] for k in steps], linewidths=2.2, zorder=5,
+                                         capstyle="round"))  # no gaps between the short segments
         for k in order:
             if k >= 0:
                 ax.scatter(*landmarks[k], s=160, facecolors="none", edgecolors=[colour[k]], linewidths=2.0,
@@ -97,25 +141,20 @@ def draw_maze_episode(
     ax.set_aspect("equal")
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
 
 
 def plot_maze_episode(path: str | Path, layout: np.ndarray, scaling: float, *drawn: Any, title: str = "",
                       fell_at: int | None = None, origin: tuple[float, float] = (0.0, 0.0)) -> Path:
     """`draw_maze_episode` (same arguments after ``scaling``) into a new figure, saved as a PNG."""
-    plt = _pyplot()
     x0, x1, y0, y1 = mazes.extent(layout, scaling, origin)
-    # Figure size in inches from the map's size in cells (1 m point mazes and 4 m ones alike).
-    fig, ax = plt.subplots(figsize=((x1 - x0) / scaling + 1.5, (y1 - y0) / scaling + 1.6), dpi=100)
-    draw_maze_episode(ax, layout, scaling, *drawn, fell_at=fell_at, origin=origin)
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    # The map fills the width but the colour bar's; below it the legend, above it the title.
+    height = (WIDTH_IN - 1.0) * (y1 - y0) / (x1 - x0) + 1.4
+    with figure(path, height) as (fig, (ax,)):
+        draw_maze_episode(ax, layout, scaling, *drawn, fell_at=fell_at, origin=origin)
+        if title:
+            ax.set_title(wrapped(title))
+    return Path(path)
 
 
 def goal_space_obstacles(env_id: str) -> np.ndarray:
@@ -143,17 +182,22 @@ def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: 
         plot_maze_episode(path, layout, scaling, landmarks, edges, None, None, None, None, goals, title=title,
                           origin=origin)
         return
-    plt = _pyplot()
-    from matplotlib.collections import LineCollection
-    from matplotlib.patches import Rectangle
-
     ii, jj = np.nonzero(np.isfinite(edges) & ~np.eye(n, dtype=bool))
     pairs = sorted({tuple(sorted(p)) for p in zip(ii.tolist(), jj.tolist())})
 
     obstacles = goal_space_obstacles(env_id) if env_id else np.zeros((0, 2, 0))
     views = [(0, 1)] + ([(0, 2)] if goals.shape[1] > 2 else [])
-    fig, axes = plt.subplots(1, len(views), figsize=(5 * len(views), 4), dpi=100, squeeze=False)
-    for ax, (i, j) in zip(axes[0], views):
+    with figure(path, 3.9, ncols=len(views)) as (fig, axes):
+        _goal_space_views(fig, axes, views, landmarks, goals, pairs, obstacles)
+        fig.suptitle(wrapped(title))
+
+
+def _goal_space_views(fig: Any, axes: Any, views: list[tuple[int, int]], landmarks: np.ndarray, goals: np.ndarray,
+                      pairs: list[tuple[int, int]], obstacles: np.ndarray) -> None:
+    from matplotlib.collections import LineCollection
+    from matplotlib.patches import Rectangle
+
+    for ax, (i, j) in zip(axes, views):
         for k, (low, high) in enumerate(obstacles):
             corner, width, height = (low[i], low[j]), high[i] - low[i], high[j] - low[j]
             ax.add_patch(Rectangle(corner, width, height, facecolor="tab:brown", alpha=0.45, zorder=0,
@@ -171,28 +215,23 @@ def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: 
         ax.set_ylabel("xyz"[j] if goals.shape[1] == 3 else f"g[{j}]")
         ax.set_aspect("equal", adjustable="datalim")
         ax.grid(alpha=0.3)
-    axes[0][0].legend(loc="best", fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    # Below the views, not over the points: a legend in an axes hides what it labels at this size.
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, frameon=False)
 
 
 def plot_learning_curve(history: list[dict], path: Path, title: str, planner_label: str = "L3P planner",
                         x: str = "env_steps") -> None:
     """Evaluation success over ``x`` (env steps online; optimizer steps for a run trained offline)."""
-    plt = _pyplot()
+    with figure(path, 3.6) as (fig, (ax,)):
+        for key, label in (("success_policy", "policy π(s, g)"), ("success_l3p", planner_label)):
+            rows = [r for r in history if r.get(key) is not None]  # cells not measured are absent
+            ax.plot([r[x] for r in rows], [r[key] for r in rows], marker=".", label=wrapped(label, SMALL_PT))
+        from matplotlib.ticker import EngFormatter
 
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-    for key, label in (("success_policy", "policy π(s, g)"), ("success_l3p", planner_label)):
-        rows = [r for r in history if r.get(key) is not None]  # cells not measured are absent
-        ax.plot([r[x] for r in rows], [r[key] for r in rows], marker=".", label=label)
-    ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel("eval success rate")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+        ax.xaxis.set_major_formatter(EngFormatter(sep=" "))  # 200 k, 1.2 M: no offset text to find
+        ax.set_xlabel(x.replace("_", " "))
+        ax.set_ylabel("eval success rate")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(wrapped(title))
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left")

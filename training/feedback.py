@@ -7,6 +7,7 @@ random state or its checkpoints.
 """
 from __future__ import annotations
 
+import csv
 import json
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Any
 from tqdm import tqdm
 
 LOSSES = "losses.jsonl"
+PROGRESS = "progress.csv"  # one row per in-training evaluation
 # The estimate times updates ESTIMATE_FROM..ESTIMATE_AT of a train() call: the first ones pay
 # one-off costs (allocations, the first clusters), which the rest of the run does not.
 ESTIMATE_FROM, ESTIMATE_AT = 50, 300
@@ -145,3 +147,21 @@ def duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def plot_run_curve(history: list[dict], cfg: Any, path: Path) -> None:
+    """learning_curve.png: a run's evaluations (``history``, progress.csv's rows) under its
+    TrainConfig ``cfg``: env steps online, optimizer steps offline; the planner at training settings."""
+    from l3p.sim.draw import plot_learning_curve
+
+    planner = cfg.planner
+    plot_learning_curve(history, path, cfg.env_id,
+                        f"L3P planner, training settings (d_max {planner.d_max:g}, "
+                        f"local horizon {planner.local_horizon:g})",
+                        x="env_steps" if cfg.dataset is None else "optimizer_steps")
+
+
+def read_progress(path: Path) -> list[dict]:
+    """progress.csv's rows as the trainer kept them: numbers, and no key for a cell left empty."""
+    with open(path, newline="") as f:
+        return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]

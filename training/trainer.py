@@ -37,13 +37,13 @@ from l3p.core import EpisodePlanner, LandmarkGraph
 from l3p.core.errors import L3PError
 from l3p.core.seeds import TRAINING_EVAL
 from l3p.sim import mazes
-from l3p.sim.draw import plot_landmarks, plot_learning_curve
+from l3p.sim.draw import plot_landmarks
 from l3p.sim.envs import VecGoalEnv, evaluation_env_id, task_options
 from l3p.training.agent import L3PAgent
 from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, WorkerPool,
                                     planned_actions)
 from l3p.training.config import PLACEMENT_KEYS, TrainConfig
-from l3p.training.feedback import CostEstimate, CycleEstimate, IntervalLog, evaluations
+from l3p.training.feedback import PROGRESS, CostEstimate, CycleEstimate, IntervalLog, evaluations, plot_run_curve
 from l3p.training.replay import EpisodeReplay, within_radius
 from l3p.training.run_files import CHECKPOINT, REPLAY, CheckpointError, load_checkpoint, run_provenance, snapshot_path
 from l3p.training.tensorboard import ScalarLog
@@ -408,15 +408,11 @@ class Trainer:
     def _write_logs(self) -> None:
         history = self.progress.history
         keys = list(dict.fromkeys(k for row in history for k in row))
-        with open(self.run_dir / "progress.csv", "w", newline="") as f:
+        with open(self.run_dir / PROGRESS, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=keys)
             writer.writeheader()
             writer.writerows(history)
-        env_id, planner = self.cfg.env_id, self.cfg.planner
-        plot_learning_curve(history, self.run_dir / "learning_curve.png", env_id,
-                            f"L3P planner, training settings (d_max {planner.d_max:g}, "
-                            f"local horizon {planner.local_horizon:g})",
-                            x="env_steps" if self.cfg.dataset is None else "optimizer_steps")
+        plot_run_curve(history, self.cfg, self.run_dir / "learning_curve.png")
 
     def provenance(self) -> dict:
         return run_provenance(self.command, self.cfg.to_dict(), vars(self.progress), self.agent.optimizer_steps)
