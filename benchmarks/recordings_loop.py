@@ -6,7 +6,8 @@ bundle and `l3p ros2 bridge` drives the same simulated robot to far pairs (>= 10
 the recording controller's own success, straight for the same far goals.
 
     python benchmarks/recordings_loop.py --episodes 900 --steps 200 --updates 50000 --far-episodes 50 \\
-        --far-steps 1000 --out bench_recordings_loop.json    # 180,000 recorded steps: the issue's target size
+        --far-steps 1000 --config benchmarks/recordings_loop.toml --out bench_recordings_loop.json
+        # 180,000 recorded steps: the issue's target size; far pairs from the held-out seeds
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from l3p.core.seeds import HELD_OUT, seed_range
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -30,21 +33,24 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--updates", type=int, default=2000, help="offline updates")
     ap.add_argument("--set", action="append", default=None, metavar="KEY=VALUE",
-                    help="training config overrides (default random_goal_p=0.1: the env's online preset has 0.2 "
-                         "beside relabel_p 0.8, which offline training refuses as over 1 in floating point)")
-    ap.add_argument("--config", help="a training config file (TOML), e.g. a tuned offline recipe")
+                    help="training config overrides, after --config (without --config, default random_goal_p=0.1: "
+                         "the env's online preset has 0.2 beside relabel_p 0.85, which offline training refuses)")
+    ap.add_argument("--config", help="a training config file (TOML), e.g. benchmarks/recordings_loop.toml")
     ap.add_argument("--far-episodes", type=int, default=10)
+    ap.add_argument("--far-seed", type=int, default=HELD_OUT,
+                    help="far episode i's env seed and pair: this + i (default: the held-out range)")
     ap.add_argument("--far-steps", type=int, default=600, help="steps per far episode")
     ap.add_argument("--stage-timeout", type=float, default=7200.0, metavar="S")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    args.set = ["random_goal_p=0.1"] if args.set is None else args.set
+    if args.set is None:  # a config file says its own offline settings
+        args.set = [] if args.config else ["random_goal_p=0.1"]
     reason = netns_unavailable()
     if reason:
         raise SystemExit(f"cannot run: {reason}")
     params = {"episodes": args.episodes, "steps": args.steps, "seed": args.seed, "updates": args.updates,
               "train_set": args.set, "train_config": args.config, "far_episodes": args.far_episodes,
-              "far_steps": args.far_steps,
+              "far_steps": args.far_steps, "far_seed": args.far_seed,
               "controller_far": True, "stage_timeout_s": args.stage_timeout}
     proc = in_netns([sys.executable, str(SCENARIO), json.dumps(params)], 4 * args.stage_timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
@@ -56,9 +62,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"  recorded      {rec['steps']:,} steps in {rec['episodes']:,} episodes (segments), dropped "
           f"{sum(rec['dropped'].values())}, {s['record']:.0f} s")
     print(f"  trained       {s['train']:.0f} s")
-    print(f"  far pairs     served planner through the bridge {r['far_successes']}/{args.far_episodes} "
-          f"({s['far_through_bridge']:.0f} s); the recording controller itself {r['controller_far_successes']}/"
-          f"{args.far_episodes}")
+    print(f"  far pairs     seeds {args.far_seed} + i ({seed_range(args.far_seed)}): served planner through the "
+          f"bridge {r['far_successes']}/{args.far_episodes} ({s['far_through_bridge']:.0f} s); the recording "
+          f"controller itself {r['controller_far_successes']}/{args.far_episodes}")
     result = {"params": params, **r}
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

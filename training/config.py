@@ -140,6 +140,13 @@ class TrainConfig:
                                       "is far)")
     landmarks_after_updates: int = documented(20_000, "offline: clusters start once the latent space has trained "
                                               "this many updates")
+    offline_window_steps: int | None = documented(None, "offline: the replay's episode length; each recorded "
+                                                  "episode is cut into windows of this many steps, each starting "
+                                                  "where the last ended (every transition kept), and an episode "
+                                                  "shorter than it is left out (counted in the run's dataset "
+                                                  "record); null: the shortest episode's length, in windows end to "
+                                                  "end (each window's last transition and a longer episode's "
+                                                  "remainder left out)")
 
     # The training-time planner: training's planned episodes and evaluation use it; the bundle serves
     # it. Its prune_failed is served and evaluated with; training's own planned episodes follow
@@ -191,6 +198,8 @@ class TrainConfig:
         if not (0.0 <= self.random_goal_p and self.random_goal_p + used <= 1.0 + 1e-12):  # 1.0 - 0.8 < 0.2 in floats
             raise ValueError(f"random_goal_p must be >= 0 with relabel_p + random_goal_p <= 1, got "
                              f"{self.random_goal_p!r} (relabel_p {self.relabel_p!r})")
+        if self.offline_window_steps is not None and self.offline_window_steps < 3:
+            raise ValueError(f"offline_window_steps must be >= 3 or null, got {self.offline_window_steps!r}")
         if self.max_episode_steps is not None and self.max_episode_steps < 2:
             raise ValueError(f"max_episode_steps must be >= 2 or null, got {self.max_episode_steps!r}")
         if self.eval_max_steps is not None and self.eval_max_steps < 1:

@@ -34,15 +34,33 @@ from l3p.training.run_files import CHECKPOINT, CheckpointError, load_checkpoint,
 from l3p.training.trainer import ConfigError, Progress, Trainer
 
 
-def episode_windows(dataset: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(obs [E, L, o], achieved goals [E, L, g], actions [E, L, a]): every episode cut into
-    consecutive windows of L steps, L the shortest episode's length (the replay stores equal-length
-    episodes; a longer episode's remainder past its last whole window is left out)."""
+def episode_windows(dataset: Dataset, length: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(obs [E, L, o], achieved goals [E, L, g], actions [E, L, a]): every episode cut into windows
+    of L steps (the replay stores equal-length episodes). ``length`` None: L is the shortest episode's
+    length, windows end to end (a longer episode's remainder past its last whole window is left out);
+    otherwise L = ``length``, each window starting at the last one's final step and the last window
+    ending at the episode's (overlapping its predecessor where needed), so that every transition of
+    an episode of >= L steps is in a window, and a shorter episode is left out (`short_episodes`)."""
     bounds = dataset.episode_bounds()
-    length = int(min(last - first + 1 for first, last in bounds))
-    starts = [first + k * length for first, last in bounds for k in range((last - first + 1) // length)]
+    if length is None:
+        length = int(min(last - first + 1 for first, last in bounds))
+        starts = [first + k * length for first, last in bounds for k in range((last - first + 1) // length)]
+    else:
+        starts = []
+        for first, last in bounds:
+            if last - first + 1 < length:
+                continue
+            here = list(range(first, last - length + 2, length - 1))
+            starts += here if here[-1] + length - 1 == last else [*here, last - length + 1]
     index = np.asarray(starts)[:, None] + np.arange(length)[None, :]
     return dataset.observations[index], dataset.achieved_goals[index], dataset.actions[index]
+
+
+def short_episodes(dataset: Dataset, length: int | None) -> dict[str, int]:
+    """The episodes (and their steps) shorter than ``length``, which `episode_windows` leaves out."""
+    lengths = dataset.episode_lengths()
+    short = lengths < (length or 0)
+    return {"episodes": int(short.sum()), "steps": int(lengths[short].sum())}
 
 
 def check_dataset(dataset: Dataset, cfg: TrainConfig, spec) -> None:
@@ -82,7 +100,11 @@ class OfflineTrainer(Trainer):
         self.spec = self.eval_env.spec
         check_dataset(self.dataset, cfg, self.spec)
         self.agent = L3PAgent(cfg, self.spec)
-        obs, ag, action = episode_windows(self.dataset)
+        short = short_episodes(self.dataset, cfg.offline_window_steps)
+        if short["episodes"] == len(self.dataset.episode_bounds()):
+            raise DatasetError(f"dataset {cfg.dataset}: no episode has offline_window_steps "
+                               f"({cfg.offline_window_steps}) steps")
+        obs, ag, action = episode_windows(self.dataset, cfg.offline_window_steps)
         self.replay = EpisodeReplay(len(obs), obs.shape[1] - 1, self.spec.obs_dim, self.spec.goal_dim,
                                     self.spec.action_dim)
         if self.replay.horizon < 2:
@@ -97,7 +119,8 @@ class OfflineTrainer(Trainer):
         meta = self.dataset.metadata
         return {"path": self.cfg.dataset, "sha256": meta["sha256"], "made_by": meta.get("made_by"),
                 "steps": int(len(self.dataset.terminals)), "episodes": len(self.dataset.episode_bounds()),
-                "replay_windows": int(self.replay.size), "window_steps": int(self.replay.horizon + 1)}
+                "replay_windows": int(self.replay.size), "window_steps": int(self.replay.horizon + 1),
+                "short_episodes_left_out": short_episodes(self.dataset, self.cfg.offline_window_steps)}
 
     # ----- the loop -----
     def train(self, show_progress: bool = True, until_updates: int | None = None,
