@@ -61,7 +61,11 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"The loop on PointMaze_Large-v3: {args.episodes} x {args.steps} steps recorded, {args.updates} updates")
     print(f"  recorded      {rec['steps']:,} steps in {rec['episodes']:,} episodes (segments), dropped "
           f"{sum(rec['dropped'].values())}, {s['record']:.0f} s")
-    print(f"  trained       {s['train']:.0f} s")
+    t = r["trained_on"]
+    short = t.get("short_episodes_left_out", {"episodes": 0, "steps": 0})
+    print(f"  trained       {s['train']:.0f} s on {t['steps']:,} steps ({rec['files']} files made one): "
+          f"{t['replay_windows']:,} windows of {t['window_steps']} steps, {short['episodes']} shorter segments "
+          f"({short['steps']} steps) left out; served d_max {r['bundle_planner']['d_max']}")
     print(f"  far pairs     seeds {args.far_seed} + i ({seed_range(args.far_seed)}): served planner through the "
           f"bridge {r['far_successes']}/{args.far_episodes} ({s['far_through_bridge']:.0f} s); the recording "
           f"controller itself {r['controller_far_successes']}/{args.far_episodes}")

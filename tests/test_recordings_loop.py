@@ -142,9 +142,10 @@ def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
 
 
 def scenario_loop(p: dict) -> dict:
-    """``p``: episodes and steps of the recording, seed, updates and train_set (``--set`` items) or
-    train_config (a TOML file), far_episodes and far_steps; controller_far: also the controller's own success on
-    the same far pairs. Each stage's wall time is reported."""
+    """``p``: episodes and steps of the recording, seed, rotate_steps (the recorder's; None: its default),
+    updates and train_set (``--set`` items) or train_config (a TOML file), far_episodes, far_steps and far_seed;
+    controller_far: also the controller's own success on the same far pairs. Each stage's wall time is
+    reported, and the bundle's dataset record (what training read) with it."""
     import yaml
 
     from l3p.core.dataset import load_dataset
@@ -162,8 +163,9 @@ def scenario_loop(p: dict) -> dict:
            "--seed", str(p.get("far_seed", 1000)), "--pairs", "far"]
     # 1-2: the scripted controller drives the simulated robot; the recorder records it
     t0 = time.monotonic()
+    rotate = ["--rotate-steps", str(p["rotate_steps"])] if p.get("rotate_steps") else []
     recorder = Process(l3p("ros2", "record", "--mapping", str(work / "loop.yaml"), "--out", str(work / "rec.npz"),
-                           "--stats", str(work / "record.json")), "recorder")
+                           "--stats", str(work / "record.json"), *rotate), "recorder")
     recorder.wait_ready(60)
     controller = ScriptedController(ns, p["seed"])
     controller.wait_for_subscribers(60)  # the recorder hears the controller from its first command
@@ -176,11 +178,15 @@ def scenario_loop(p: dict) -> dict:
         recorder.stop()
     seconds["record"] = time.monotonic() - t0
     record = json.loads((work / "record.json").read_text())
-    data = load_dataset(work / "rec.npz")
+    recorded = work / "rec.npz"
+    if len(record["files"]) > 1:  # the recorder's rotated files (every 20,000 steps), made one as the guide says
+        recorded = work / "all.npz"
+        run(l3p("dataset", "import", "npz", *record["files"], "--out", str(recorded)), limit)
+    data = load_dataset(recorded)
     # 3: offline training on the recording, a bundle exported
     t0 = time.monotonic()
     config = ["--config", p["train_config"]] if p.get("train_config") else []
-    run(l3p("train", "--dataset", str(work / "rec.npz"), *config, "--out", str(work / "run"), "--steps", str(p["updates"]),
+    run(l3p("train", "--dataset", str(recorded), *config, "--out", str(work / "run"), "--steps", str(p["updates"]),
             "--no-progress", *[a for kv in p.get("train_set", []) for a in ("--set", kv)]), limit)
     seconds["train"] = time.monotonic() - t0
     bundle = work / "run" / "bundle"
@@ -204,9 +210,11 @@ def scenario_loop(p: dict) -> dict:
     seconds["far_through_bridge"] = time.monotonic() - t0
     served = json.loads((work / "far.json").read_text())
     out = {"controller_segments": controller.segments, "controller_commands": controller.commands,
-           "record": {k: record[k] for k in ("steps", "episodes", "dropped", "short_episodes_left_out")},
+           "record": {**{k: record[k] for k in ("steps", "episodes", "dropped", "short_episodes_left_out")},
+                      "files": len(record["files"])},
            "dataset": {"steps": int(len(data.terminals)), "episodes": len(data.episode_bounds()), "env_id": data.env_id},
-           "bundle_env": manifest.get("env_id"), "far_steps": [e["steps"] for e in served["episodes"]],
+           "bundle_env": manifest.get("env_id"), "trained_on": manifest["provenance"]["dataset"],
+           "bundle_planner": manifest["planner"], "far_steps": [e["steps"] for e in served["episodes"]],
            "far_successes": served["successes"], "seconds": seconds}
     if p.get("controller_far"):  # the recording controller itself, straight for the same far goals
         direct = ScriptedController(ns, p["seed"], segment_cells=None)
@@ -221,7 +229,7 @@ def scenario_loop(p: dict) -> dict:
 @pytest.mark.slow
 @pytest.mark.skipif(REASON is not None, reason=REASON or "")
 def test_recordings_of_a_scripted_controller_train_a_planner_the_bridge_serves():
-    params = {"episodes": 3, "steps": 120, "seed": 0, "updates": 40,
+    params = {"episodes": 3, "steps": 120, "seed": 0, "updates": 40, "rotate_steps": 150,
               "train_set": ["updates_per_cycle=20", "batch_size=64", "hidden=32", "layers=2", "ae_hidden=16",
                             "n_landmarks=8", "gls_sample=100", "cluster_batch=20", "landmarks_after_updates=20",
                             "eval_every_cycles=100", "eval_episodes=1", "eval_max_steps=10", "torch_threads=1",
@@ -234,6 +242,8 @@ def test_recordings_of_a_scripted_controller_train_a_planner_the_bridge_serves()
     # every command recorded but those sent before the recorder discovered the robot, if any
     assert 300 <= r["record"]["steps"] + sum(r["record"]["dropped"].values()) + r["record"]["short_episodes_left_out"] <= 360
     assert r["dataset"]["steps"] == r["record"]["steps"] and r["dataset"]["episodes"] >= 4  # one per segment
+    # the rotated files, made one: training read every recorded step
+    assert r["record"]["files"] >= 2 and r["trained_on"]["steps"] == r["record"]["steps"]
     assert r["dataset"]["env_id"] == ENV and r["bundle_env"] == ENV
     assert r["far_steps"] == [120, 120]  # the bridge drove both far episodes to their end
 
