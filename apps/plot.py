@@ -36,23 +36,22 @@ from l3p.sim import mazes
 
 def bundle_graph(bundle: Any, goal: np.ndarray, config: Any) -> tuple[np.ndarray, np.ndarray]:
     """(cut edge weights [N+1, N+1], solved landmark -> goal steps [N]) for ``goal``, exactly as
-    the server builds them (core/, the bundle's value network)."""
-    from l3p.core import distances_to_goal, pairwise_graph
+    the server builds them (core/, the bundle's value network and its data-supported edges)."""
+    from l3p.core import LandmarkGraph
+    from l3p.core.search import solve_to_goal
 
-    edges = pairwise_graph(bundle.landmarks, goal, bundle.value_fn, config.d_max, config.adaptive_cut)
-    return edges, distances_to_goal(bundle.landmarks, goal, bundle.value_fn, config)[:-1]
+    graph = LandmarkGraph(bundle.landmarks, bundle.value_fn, edges=bundle.edges)
+    edges = graph.episode_weights(np.asarray(goal, np.float32), bundle.value_fn, config)
+    return edges, solve_to_goal(edges, config)[:-1]
 
 
 def landmark_edges(bundle: Any, config: Any) -> np.ndarray:
-    """The landmark-landmark block [N, N] of the cut graph. Edges are cut column by column, so
+    """The landmark-landmark block [N, N] of the served graph. Edges are cut column by column, so
     the block does not depend on the goal: any landmark stands in for it."""
-    from l3p.core import pairwise_graph
-
     n = len(bundle.landmarks)
     if n == 0:
         return np.zeros((0, 0))
-    return pairwise_graph(bundle.landmarks, bundle.landmarks[0], bundle.value_fn, config.d_max,
-                          config.adaptive_cut)[:n, :n]
+    return bundle_graph(bundle, bundle.landmarks[0], config)[0][:n, :n]
 
 
 def _maze(env_id: str) -> tuple[np.ndarray, float, tuple[float, float]]:

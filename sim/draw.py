@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from l3p.core import pairwise_graph
+from l3p.core import LandmarkGraph, PlannerConfig
 from l3p.sim import mazes
 from l3p.sim.envs import make_env
 
@@ -168,13 +168,18 @@ def goal_space_obstacles(env_id: str) -> np.ndarray:
 
 
 def plot_landmarks(landmarks: np.ndarray, goals: np.ndarray, path: Path, title: str, env_id: str = "",
-                   value_fn=None, d_max: float = 0.0, adaptive_cut: bool = True) -> None:
+                   value_fn=None, d_max: float = 0.0, adaptive_cut: bool = True,
+                   supported: np.ndarray | None = None) -> None:
     """Landmarks over a sample of achieved goals. Mazes: over the maze's walls, with the graph's
-    landmark edges (V <= d_max, given ``value_fn``); otherwise in the goal space's first two (and,
-    if 3-d, x-z) axes, over the obstacles the env declares (``goal_space_obstacles``)."""
+    landmark edges (V <= d_max, given ``value_fn``; only the ``supported`` ones of a data graph, as
+    the server keeps them); otherwise in the goal space's first two (and, if 3-d, x-z) axes, over
+    the obstacles the env declares (``goal_space_obstacles``)."""
     n = len(landmarks)
-    edges = (pairwise_graph(landmarks, landmarks[0], value_fn, d_max, adaptive_cut)[:n, :n]
-             if value_fn is not None and n else np.full((n, n), np.inf))
+    edges = np.full((n, n), np.inf)
+    if value_fn is not None and n:
+        graph = LandmarkGraph(landmarks, value_fn, edges=supported)
+        config = PlannerConfig(d_max=d_max, adaptive_cut=adaptive_cut)
+        edges = graph.episode_weights(landmarks[0], value_fn, config)[:n, :n]
     if mazes.is_maze(env_id):
         env = make_env(env_id)
         layout, scaling, origin = mazes.maze_map(env), mazes.maze_scaling(env), mazes.maze_origin(env)

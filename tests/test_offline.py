@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -161,23 +162,45 @@ def test_a_line_every_log_interval_and_a_cost_estimate_and_the_run_learns_the_sa
     assert [e.step for e in events.Scalars("train/loss_critic")] == list(range(40, 321, 40))
 
 
-def test_the_recipe_file_is_the_shipped_models_training_and_served_planner():
-    """configs/pointmaze-large-stitch.toml makes the card's model: the shipped run's config, stopped
-    at the snapshot it serves, with the served planner as the training planner (export's d_max)."""
+def export_of(provenance: dict) -> dict:
+    """The export keys a bundle was made with: recorded (provenance.export), or, in exports made
+    before they were recorded, its export command's flags."""
+    if "export" in provenance:
+        return provenance["export"]
+    words = shlex.split(provenance["export_command"])
+    flag = {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+    return {"landmarks": flag.get("--landmarks", "centroids"), "n_landmarks": int(flag["--n-landmarks"]),
+            "graph": flag.get("--graph", "all")}
+
+
+@pytest.mark.parametrize("maze", ["large", "giant"])
+def test_the_recipe_file_makes_the_shipped_stitch_model_and_its_other_seeds(maze):
+    """configs/pointmaze-stitch.toml with a maze's dataset is the card's recipe: every training seed's
+    config (the served one and seeds/<seed>/) is the file's, seed aside, and each bundle was exported
+    by the file's export keys."""
     import argparse
 
-    from l3p.core.bundle_format import planner_defaults, read_manifest
+    from l3p.core.bundle_format import read_manifest
     from l3p.training.commands import add_train_arguments, train_config
-    from l3p.training.config import TrainConfig
+    from l3p.training.config import EXPORT_KEYS, TrainConfig
 
     parser = argparse.ArgumentParser()
     add_train_arguments(parser)
-    cfg = train_config(parser.parse_args(["--config", str(ROOT / "configs" / "pointmaze-large-stitch.toml")]))
-    manifest = read_manifest(ROOT / "models" / "pointmaze-large-stitch")
-    shipped = TrainConfig.from_dict(manifest["provenance"]["config"])
-    assert cfg.dataset == shipped.dataset and cfg.offline_updates == manifest["provenance"]["optimizer_steps"]
-    assert cfg.planner == planner_defaults(manifest).replace(mode="l3p")
-    assert cfg.replace(offline_updates=shipped.offline_updates, planner=shipped.planner) == shipped
+    cfg = train_config(parser.parse_args(["--config", str(ROOT / "configs" / "pointmaze-stitch.toml"),
+                                          "--env", f"ogbench/pointmaze-{maze}-v0",
+                                          "--set", f"dataset=data/pointmaze-{maze}-stitch-v0.npz"]))
+    model = ROOT / "models" / f"pointmaze-{maze}-stitch"
+    manifests = [read_manifest(model)] + [json.loads(p.read_text()) for p in sorted(model.glob("seeds/*/manifest.json"))]
+    assert len(manifests) >= 4
+    for manifest in manifests:
+        prov = manifest["provenance"]
+        trained = TrainConfig.from_dict(prov["config"])
+        # Runs made before the export keys existed carry them as their export command's flags.
+        assert cfg.replace(seed=trained.seed, **{k: getattr(trained, k) for k in EXPORT_KEYS}) == trained
+        assert prov["optimizer_steps"] == cfg.offline_updates
+        assert export_of(prov) == {"landmarks": cfg.export_landmarks, "n_landmarks": cfg.export_n_landmarks,
+                                   "graph": cfg.export_graph}
+    assert sorted(m["provenance"]["seed"] for m in manifests) == list(range(len(manifests)))
 
 
 def test_exporting_before_the_clusters_start_says_when_they_do(dataset, tmp_path, capsys):
@@ -286,6 +309,11 @@ def test_the_data_graph_recipe_exports_supported_edges_and_serves_them_as_in_pro
     assert 0 < bundle.edges.sum() < 12 * 11
     # The ONNX value graph matches torch within float rounding: the same support up to edges at the ratio.
     assert (recomputed.supported != bundle.edges).sum() <= 2
+    # Pictures draw the served graph: no edge the data does not support.
+    from l3p.plot import landmark_edges
+
+    drawn = np.isfinite(landmark_edges(bundle, bundle.planner_defaults)) & ~np.eye(12, dtype=bool)
+    assert drawn.any() and not (drawn & ~bundle.edges).any()
 
     env = make_env("ogbench/pointmaze-large-v0")
     graph_in_process = LandmarkGraph(bundle.landmarks, bundle.value_fn, edges=bundle.edges)

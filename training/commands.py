@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from l3p.core.bundle_format import bundle_digest, planner_defaults, read_manifest
+from l3p.core.bundle_format import bundle_digest, planner_defaults, read_manifest, supported_edges
 from l3p.core.commandline import ConfigError, check_values, read_config_file
 from l3p.core.config import PlannerConfig
 from l3p.core.errors import INTERRUPTED, L3PError
@@ -266,11 +266,13 @@ def _add_plots(run_dir: Path, bundle_dir: Path, agent: L3PAgent, landmarks: np.n
     if goals is None:
         return
     sample = goals[np.random.default_rng(0).integers(0, len(goals), 2000)]
-    served = planner_defaults(read_manifest(bundle_dir))
+    manifest = read_manifest(bundle_dir)
+    served, supported = planner_defaults(manifest), supported_edges(manifest)
     env_id = agent.cfg.env_id
+    graph = " over the edges the data supports" if supported is not None else ""
     plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png",
-                   f"{env_id}: {len(landmarks)} landmarks (served d_max {served.d_max:g})",
-                   env_id, agent.value_fn, served.d_max, served.adaptive_cut)
+                   f"{env_id}: {len(landmarks)} landmarks (served d_max {served.d_max:g}{graph})",
+                   env_id, agent.value_fn, served.d_max, served.adaptive_cut, supported)
 
 
 def run_goals(run_dir: Path, cfg: TrainConfig) -> np.ndarray | None:
