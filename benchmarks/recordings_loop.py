@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> dict:
                     help="far episode i's env seed and pair: this + i (default: the held-out range)")
     ap.add_argument("--far-steps", type=int, default=600, help="steps per far episode")
     ap.add_argument("--stage-timeout", type=float, default=7200.0, metavar="S")
+    ap.add_argument("--work", type=Path, metavar="DIR",
+                    help="the loop's folder (default: a new one in the temp dir, printed): a stage finished there "
+                         "by an earlier run is not done again (the recording, the training; a training stopped early "
+                         "goes on from its last checkpoint to --updates), so a run past --stage-timeout can be taken up")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.set is None:  # a config file says its own offline settings
@@ -51,19 +55,25 @@ def main(argv: list[str] | None = None) -> dict:
     params = {"episodes": args.episodes, "steps": args.steps, "seed": args.seed, "updates": args.updates,
               "train_set": args.set, "train_config": args.config, "far_episodes": args.far_episodes,
               "far_steps": args.far_steps, "far_seed": args.far_seed,
-              "controller_far": True, "stage_timeout_s": args.stage_timeout}
+              "controller_far": True, "stage_timeout_s": args.stage_timeout,
+              "work": str(args.work.resolve()) if args.work else None}
     proc = in_netns([sys.executable, str(SCENARIO), json.dumps(params)], 4 * args.stage_timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"the loop failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     r = json.loads(lines[-1][len(RESULT):])
     rec, s = r["record"], r["seconds"]
-    print(f"The loop on PointMaze_Large-v3: {args.episodes} x {args.steps} steps recorded, {args.updates} updates")
-    print(f"  recorded      {rec['steps']:,} steps in {rec['episodes']:,} episodes (segments), dropped "
-          f"{sum(rec['dropped'].values())}, {s['record']:.0f} s")
+    def took(key: str) -> str:  # None: done by an earlier run in the same folder, its time not recorded
+        return "time not recorded" if s.get(key) is None else f"{s[key]:.0f} s"
+
     t = r["trained_on"]
     short = t.get("short_episodes_left_out", {"episodes": 0, "steps": 0})
-    print(f"  trained       {s['train']:.0f} s on {t['steps']:,} steps ({rec['files']} files made one): "
+    print(f"The loop on PointMaze_Large-v3: {args.episodes} x {args.steps} steps recorded, {args.updates} updates")
+    print(f"  folder        {r['work']}")
+    print(f"  recorded      {rec['steps']:,} steps in {rec['episodes']:,} episodes (segments), dropped "
+          f"{sum(rec['dropped'].values())}, {took('record')}")
+    print(f"  trained       {r['trained_updates']:,} updates, {took('train')} (the run's own wall time "
+          f"{r['trained_wall_s']:.0f} s) on {t['steps']:,} steps ({rec['files']} files made one): "
           f"{t['replay_windows']:,} windows of {t['window_steps']} steps, {short['episodes']} shorter segments "
           f"({short['steps']} steps) left out; served d_max {r['bundle_planner']['d_max']}")
     print(f"  far pairs     seeds {args.far_seed} + i ({seed_range(args.far_seed)}): served planner through the "

@@ -14,6 +14,7 @@ This file is also the scenario script run inside the namespace.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -150,45 +151,63 @@ def scenario_loop(p: dict) -> dict:
 
     from l3p.core.dataset import load_dataset
 
-    work = Path(tempfile.mkdtemp(prefix="l3p-loop-"))
+    work = Path(p["work"]) if p.get("work") else Path(tempfile.mkdtemp(prefix="l3p-loop-"))
+    work.mkdir(parents=True, exist_ok=True)
     ns, limit = "/robot", p.get("stage_timeout_s", 600)
-    seconds: dict[str, float] = {}
+    # What earlier runs in the same folder finished: a stage done there is not done again.
+    done = json.loads((work / "stages.json").read_text()) if (work / "stages.json").exists() else {}
+    seconds: dict[str, float | None] = {k: done.get(k) for k in ("record", "train")}
     mapping = {"format": "rosbag2", "env_id": ENV, "observation": [{"topic": f"{ns}/observation"}],
                "action": [{"topic": f"{ns}/forward_command_controller/commands"}], "achieved_goal_indices": [0, 1],
                "desired_goal": [{"topic": f"{ns}/segment_goal", "fields": ["point.x", "point.y"]}],
                "alignment": {"max_skew_s": 0.5, "max_gap_s": 5.0}}
-    (work / "loop.yaml").write_text(yaml.safe_dump(mapping))
     sim = l3p("ros2", "sim", "--env", ENV, "--namespace", ns)
     far = [*sim, "--max-steps", str(p.get("far_steps", p["steps"])), "--episodes", str(p.get("far_episodes", 2)),
            "--seed", str(p.get("far_seed", 1000)), "--pairs", "far"]
     # 1-2: the scripted controller drives the simulated robot; the recorder records it
-    t0 = time.monotonic()
-    rotate = ["--rotate-steps", str(p["rotate_steps"])] if p.get("rotate_steps") else []
-    recorder = Process(l3p("ros2", "record", "--mapping", str(work / "loop.yaml"), "--out", str(work / "rec.npz"),
-                           "--stats", str(work / "record.json"), *rotate), "recorder")
-    recorder.wait_ready(60)
-    controller = ScriptedController(ns, p["seed"])
-    controller.wait_for_subscribers(60)  # the recorder hears the controller from its first command
-    try:
-        run([*sim, "--max-steps", str(p["steps"]), "--episodes", str(p["episodes"]), "--seed", str(p["seed"]),
-             "--out", str(work / "recorded.json")], limit)
-        time.sleep(0.5)
-    finally:
-        controller.close()
-        recorder.stop()
-    seconds["record"] = time.monotonic() - t0
+    if not (work / "record.json").exists():
+        if (work / "record.json.partial").exists():
+            raise AssertionError(f"{work} holds a recording that did not finish: start the loop in a new folder")
+        (work / "loop.yaml").write_text(yaml.safe_dump(mapping))
+        t0 = time.monotonic()
+        rotate = ["--rotate-steps", str(p["rotate_steps"])] if p.get("rotate_steps") else []
+        recorder = Process(l3p("ros2", "record", "--mapping", str(work / "loop.yaml"), "--out", str(work / "rec.npz"),
+                               "--stats", str(work / "record.json.partial"), *rotate), "recorder")
+        recorder.wait_ready(60)
+        controller = ScriptedController(ns, p["seed"])
+        controller.wait_for_subscribers(60)  # the recorder hears the controller from its first command
+        try:
+            run([*sim, "--max-steps", str(p["steps"]), "--episodes", str(p["episodes"]), "--seed", str(p["seed"]),
+                 "--out", str(work / "recorded.json")], limit)
+            time.sleep(0.5)
+        finally:
+            controller.close()
+            recorder.stop()
+        seconds["record"] = time.monotonic() - t0
+        done.update(record=seconds["record"], controller_segments=controller.segments,
+                    controller_commands=controller.commands)
+        (work / "stages.json").write_text(json.dumps(done))
+        (work / "record.json.partial").rename(work / "record.json")  # the recording is finished
     record = json.loads((work / "record.json").read_text())
     recorded = work / "rec.npz"
     if len(record["files"]) > 1:  # the recorder's rotated files (every 20,000 steps), made one as the guide says
         recorded = work / "all.npz"
-        run(l3p("dataset", "import", "npz", *record["files"], "--out", str(recorded)), limit)
+        if not recorded.exists():
+            run(l3p("dataset", "import", "npz", *record["files"], "--out", str(recorded)), limit)
     data = load_dataset(recorded)
-    # 3: offline training on the recording, a bundle exported
-    t0 = time.monotonic()
-    config = ["--config", p["train_config"]] if p.get("train_config") else []
-    run(l3p("train", "--dataset", str(recorded), *config, "--out", str(work / "run"), "--steps", str(p["updates"]),
-            "--no-progress", *[a for kv in p.get("train_set", []) for a in ("--set", kv)]), limit)
-    seconds["train"] = time.monotonic() - t0
+    # 3: offline training on the recording, a bundle exported (a run stopped early goes on from its checkpoint)
+    if not (work / "run" / "bundle" / "manifest.json").exists():
+        t0 = time.monotonic()
+        if (work / "run" / "checkpoint.pt").exists():
+            run(l3p("train", "--resume", str(work / "run"), "--steps", str(p["updates"]), "--no-progress"), limit)
+        else:
+            config = ["--config", p["train_config"]] if p.get("train_config") else []
+            run(l3p("train", "--dataset", str(recorded), *config, "--out", str(work / "run"), "--steps",
+                    str(p["updates"]), "--no-progress", *[a for kv in p.get("train_set", []) for a in ("--set", kv)]),
+                limit)
+        seconds["train"] = (seconds["train"] or 0.0) + time.monotonic() - t0  # this run's part, if resumed
+        done["train"] = seconds["train"]
+        (work / "stages.json").write_text(json.dumps(done))
     bundle = work / "run" / "bundle"
     manifest = json.loads((bundle / "manifest.json").read_text())
     # 4: served, and the bridge drives the same simulated robot to far goals
@@ -209,12 +228,15 @@ def scenario_loop(p: dict) -> dict:
         server.stop()
     seconds["far_through_bridge"] = time.monotonic() - t0
     served = json.loads((work / "far.json").read_text())
-    out = {"controller_segments": controller.segments, "controller_commands": controller.commands,
+    out = {"work": str(work), "controller_segments": done.get("controller_segments"),
+           "controller_commands": done.get("controller_commands"),
            "record": {**{k: record[k] for k in ("steps", "episodes", "dropped", "short_episodes_left_out")},
                       "files": len(record["files"])},
            "dataset": {"steps": int(len(data.terminals)), "episodes": len(data.episode_bounds()), "env_id": data.env_id},
            "bundle_env": manifest.get("env_id"), "trained_on": manifest["provenance"]["dataset"],
-           "bundle_planner": manifest["planner"], "far_steps": [e["steps"] for e in served["episodes"]],
+           "bundle_planner": manifest["planner"], "trained_updates": manifest["provenance"]["optimizer_steps"],
+           "trained_wall_s": manifest["provenance"]["wall_time_s"],
+           "far_steps": [e["steps"] for e in served["episodes"]],
            "far_successes": served["successes"], "seconds": seconds}
     if p.get("controller_far"):  # the recording controller itself, straight for the same far goals
         direct = ScriptedController(ns, p["seed"], segment_cells=None)
@@ -226,18 +248,24 @@ def scenario_loop(p: dict) -> dict:
     return out
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(REASON is not None, reason=REASON or "")
-def test_recordings_of_a_scripted_controller_train_a_planner_the_bridge_serves():
-    params = {"episodes": 3, "steps": 120, "seed": 0, "updates": 40, "rotate_steps": 150,
-              "train_set": ["updates_per_cycle=20", "batch_size=64", "hidden=32", "layers=2", "ae_hidden=16",
-                            "n_landmarks=8", "gls_sample=100", "cluster_batch=20", "landmarks_after_updates=20",
-                            "eval_every_cycles=100", "eval_episodes=1", "eval_max_steps=10", "torch_threads=1",
-                            "random_goal_p=0.1"]}
+TINY_LOOP = {"episodes": 3, "steps": 120, "seed": 0, "updates": 40, "rotate_steps": 150,
+             "train_set": ["updates_per_cycle=20", "batch_size=64", "hidden=32", "layers=2", "ae_hidden=16",
+                           "n_landmarks=8", "gls_sample=100", "cluster_batch=20", "landmarks_after_updates=20",
+                           "eval_every_cycles=100", "eval_episodes=1", "eval_max_steps=10", "torch_threads=1",
+                           "random_goal_p=0.1"]}
+
+
+def loop(params: dict) -> dict:
     proc = in_netns([sys.executable, str(Path(__file__).resolve()), json.dumps(params)], 1500)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
     assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-    r = json.loads(lines[-1][len(RESULT):])
+    return json.loads(lines[-1][len(RESULT):])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(REASON is not None, reason=REASON or "")
+def test_recordings_of_a_scripted_controller_train_a_planner_the_bridge_serves():
+    r = loop(TINY_LOOP)
     assert r["controller_commands"] == 3 * 120  # lockstep: one command per observation
     # every command recorded but those sent before the recorder discovered the robot, if any
     assert 300 <= r["record"]["steps"] + sum(r["record"]["dropped"].values()) + r["record"]["short_episodes_left_out"] <= 360
@@ -246,6 +274,21 @@ def test_recordings_of_a_scripted_controller_train_a_planner_the_bridge_serves()
     assert r["record"]["files"] >= 2 and r["trained_on"]["steps"] == r["record"]["steps"]
     assert r["dataset"]["env_id"] == ENV and r["bundle_env"] == ENV
     assert r["far_steps"] == [120, 120]  # the bridge drove both far episodes to their end
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(REASON is not None, reason=REASON or "")
+def test_the_loop_in_the_same_folder_goes_on_where_the_last_one_stopped(tmp_path):
+    params = {**TINY_LOOP, "work": str(tmp_path / "loop"), "far_episodes": 1}
+    first = loop(params)
+    assert first["work"] == params["work"] and first["trained_updates"] == 40
+    shutil.rmtree(tmp_path / "loop" / "run" / "bundle")  # as if training had stopped after its last checkpoint
+    second = loop({**params, "updates": 80})
+    # the recording is not made again; training goes on from its checkpoint to the new budget
+    assert second["seconds"]["record"] == first["seconds"]["record"] and second["record"] == first["record"]
+    assert second["controller_commands"] == first["controller_commands"] == 3 * 120
+    assert second["trained_updates"] == 80 and second["seconds"]["train"] > first["seconds"]["train"]
+    assert second["far_steps"] == [120]
 
 
 def test_the_loop_benchmark_runs_as_a_script():
