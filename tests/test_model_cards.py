@@ -13,6 +13,7 @@ import pytest
 
 from l3p import cli
 from l3p.cards import CARD, EVAL, NOTES, CardError, render
+from l3p.core.bundle_format import bundle_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = sorted(p.parent for p in (ROOT / "models").glob("*/manifest.json"))
@@ -255,47 +256,86 @@ def test_other_training_seeds_make_a_seeds_table_with_mean_and_std(model_copy):
 
 
 def test_the_ogbench_seed_rows_are_the_training_seeds_evaluations():
-    """The mean ± std rows of docs/results/ogbench.md are the large maze's three seeds' evaluations."""
+    """The mean ± std rows of docs/results/ogbench.md's first table are each maze's four training seeds'
+    evaluations (the card's own and seeds/), in the table's column order (large, giant)."""
     text = (ROOT / "docs" / "results" / "ogbench.md").read_text()
-    model = ROOT / "models" / "pointmaze-large-stitch"
-    reports = [json.loads((model / EVAL).read_text())] + [
-        json.loads(p.read_text()) for p in sorted((model / "seeds").glob(f"*/{EVAL}"))]
-    assert len(reports) == 3
-    for label, variant in (("L3P served default, mean ± std", "l3p"), ("its actor alone, mean ± std", "policy")):
-        mean, std = mean_and_population_std(
-            [100 * r["modes"][variant]["successes"] / r["modes"][variant]["episodes"] for r in reports])
+    for label, variant, mazes in (("L3P by the recipe, mean ± std", "l3p", ("large", "giant")),
+                                  ("its actor alone, mean ± std", "policy", ("large",))):
         row = next(line for line in text.splitlines() if line.startswith(f"| {label}"))
-        assert f"{mean:.1f} ± {std:.1f} %" in row, (row, mean, std)
+        cells = []
+        for maze in mazes:
+            model = ROOT / "models" / f"pointmaze-{maze}-stitch"
+            reports = [json.loads((model / EVAL).read_text())] + [
+                json.loads(p.read_text()) for p in sorted((model / "seeds").glob(f"*/{EVAL}"))]
+            assert len(reports) == 4
+            mean, std = mean_and_population_std(
+                [100 * r["modes"][variant]["successes"] / r["modes"][variant]["episodes"] for r in reports])
+            cells.append(f"{mean:.1f} ± {std:.1f} %")
+        assert re.search(r".*\|.*".join(re.escape(c) for c in cells), row), (row, cells)
 
 
-def test_the_ogbench_new_seed_rows_are_their_measurements():
-    """The new-seed tables of docs/results/ogbench.md are docs/measurements/pointmaze-giant-stitch-s<seed>'s files:
-    each export's served d_max and held-out rows, per task, and seed 1's d_max sensitivity at 0.75x and 1.5x."""
-    text = (ROOT / "docs" / "results" / "ogbench.md").read_text()
-    for seed in (1, 2):
-        base = ROOT / "docs" / "measurements" / f"pointmaze-giant-stitch-s{seed}"
-        for label, export in (("the shipped model's settings: 200 GLS landmarks", "every-pair"),
-                              ("the data's graph: 200 GLS landmarks", "data-graph")):
-            manifest = json.loads((base / export / "manifest.json").read_text())
-            assert manifest["provenance"]["seed"] == seed
+def _seed_run(maze: str, seed: int, export: str) -> tuple[dict, dict]:
+    """(manifest, held-out l3p row) of one training seed's export: the recipe's (the served model,
+    seeds/<seed>/) or the settings chosen for seed 0 (docs/measurements/.../every-pair/)."""
+    if export == "recipe":
+        model = ROOT / "models" / f"pointmaze-{maze}-stitch"
+        base = model if seed == 0 else model / "seeds" / str(seed)
+    else:
+        base = ROOT / "docs" / "measurements" / f"pointmaze-{maze}-stitch-s{seed}" / "every-pair"
+    manifest = json.loads((base / "manifest.json").read_text())
+    assert manifest["provenance"]["seed"] == seed
+    return manifest, json.loads((base / EVAL).read_text())["modes"]["l3p"]
+
+
+def _cell(row: dict) -> str:
+    return f"{row['successes']} / {row['episodes']} ({round(100 * row['successes'] / row['episodes'])} %)"
+
+
+def test_the_ogbench_seed_rows_are_the_cards_and_measurements_files():
+    """docs/results/ogbench.md's per-seed table: each training seed's held-out success with the settings
+    chosen for seed 0 (before) and by the recipe (after, the card's files) and the recipe's d_max, and
+    the mean ± std rows; the sensitivity table's 0.75x / 1.5x cells are eval_sensitivity.json's."""
+    text = (ROOT / "docs" / "results" / "ogbench.md").read_text().splitlines()
+    for maze in ("giant", "large"):
+        rates = {"before": [], "after": []}
+        for seed in range(4):
+            row = next(line for line in text if line.startswith(f"| {maze} | {seed}"))
+            after_manifest, after = _seed_run(maze, seed, "recipe")
+            before_manifest, before = _seed_run(maze, seed, "every-pair")
+            cells = [c.strip().strip("*") for c in row.strip("|").split("|")]
+            assert cells[2] == f"{_cell(before)} at {before_manifest['planner']['d_max']:g}", row
+            assert cells[3] == _cell(after) and cells[4] == f"{after_manifest['planner']['d_max']:g}", row
+            rates["before"].append(100 * before["successes"] / before["episodes"])
+            rates["after"].append(100 * after["successes"] / after["episodes"])
+        row = next(line for line in text if line.startswith(f"| {maze} | mean ± std"))
+        for key in ("before", "after"):
+            mean, std = mean_and_population_std(rates[key])
+            assert f"{mean:.1f} ± {std:.1f} %" in row, row
+    for maze, seed in (("giant", 1), ("large", 0)):
+        for export, label in (("every-pair", "the settings chosen for seed 0"), ("recipe", "the recipe")):
+            manifest, one = _seed_run(maze, seed, export)
             d_max = manifest["planner"]["d_max"]
-            mode = json.loads((base / export / EVAL).read_text())["modes"]["l3p"]
-            k, n = mode["successes"], mode["episodes"]
-            row = next(line for line in text.splitlines() if line.startswith(f"| seed {seed}, {label}"))
-            tasks = " | ".join(str(mode["tasks"][t]["successes"]) for t in sorted(mode["tasks"]))
-            held_out = rf"(\*\*)?{k} / {n} \({round(100 * k / n)} %\)(\*\*)?"
-            assert re.search(rf"\| {d_max:g} \| {held_out} \| {tasks} \|$", row), row
-            if seed != 1:
-                continue
-            sens = json.loads((base / export / "eval_sensitivity.json").read_text())["modes"]
+            folder = "every-pair" if export == "every-pair" else "data-graph"
+            sens = json.loads((ROOT / "docs" / "measurements" / f"pointmaze-{maze}-stitch-s{seed}" / folder /
+                               "eval_sensitivity.json").read_text())["modes"]
             low, high = (v for v in sens if v.startswith("l3p@d_max="))
             assert [float(v.split("=")[1]) for v in (low, high)] == [round(0.75 * d_max, 2), round(1.5 * d_max, 2)]
-            name = label.split(":")[0]
-            row = next(line for line in text.splitlines() if line.startswith(f"| {name} (d_max"))
             cells = [f"{sens[v]['successes']} / {sens[v]['episodes']} at {float(v.split('=')[1]):g}"
                      for v in (low, high)]
-            assert row == f"| {name} (d_max {d_max:g}) | {cells[0]} | {k} / {n} | {cells[1]} |"
-    policy = json.loads((ROOT / "docs" / "measurements" / "pointmaze-giant-stitch-s1" / "data-graph" /
-                         "eval_policy.json").read_text())["modes"]["policy"]
-    row = next(line for line in text.splitlines() if line.startswith("| seed 1, its actor alone, no graph"))
-    assert f"| {policy['successes']} / {policy['episodes']} (" in row
+            line = (f"| {maze} seed {seed}, {label} (d_max {d_max:g}) | {cells[0]} | {one['successes']} / "
+                    f"{one['episodes']} | {cells[1]} |")
+            assert line in text, line
+
+
+def test_the_online_models_planner_option_rows_are_their_measurements():
+    """docs/results/ogbench.md's rows for the online models re-evaluated with the recipe's planner
+    options are docs/measurements/planner-options/'s held-out files, on the cards' own bundles."""
+    text = (ROOT / "docs" / "results" / "ogbench.md").read_text().splitlines()
+    for name in ("PointMaze_Large-v3", "AntMaze_UMaze-v5", "AntMaze_Medium-v5"):
+        report = json.loads((ROOT / "docs" / "measurements" / "planner-options" / f"{name}-heldout.json").read_text())
+        manifest = json.loads((ROOT / "models" / name / "manifest.json").read_text())
+        assert report["model"]["bundle_sha256"] == bundle_digest(manifest) and report["seed"] >= 2_000_000_000
+        served, options = (report["modes"][v] for v in ("l3p", "l3p@local_cut=0.5@follow_edges=true"))
+        row = next(line for line in text if line.startswith(f"| [{name}]"))
+        assert row.endswith(f"| {served['successes']} / {served['episodes']} | "
+                            f"{options['successes']} / {options['episodes']} |"), row
