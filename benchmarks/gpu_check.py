@@ -40,7 +40,7 @@ import torch
 from l3p.training.arguments import add_train_arguments
 from l3p.training.commands import train_config
 from l3p.training.config import TrainConfig
-from l3p.training.export import code_version
+from l3p.training.export import code_state
 from l3p.training.offline import OfflineTrainer
 from l3p.training.trainer import Trainer, evaluate
 from curves import THRESHOLDS, first_reach
@@ -282,7 +282,7 @@ def machine() -> dict:
                              capture_output=True, text=True, check=False)
         gpu = out.stdout.strip() or out.stderr.strip()
     return {"gpu": gpu, "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "torch_cuda": torch.version.cuda, "l3p": code_version()}
+            "torch_cuda": torch.version.cuda, "l3p": code_state()["code_version"]}
 
 
 def run_summary(args: argparse.Namespace) -> dict:
