@@ -76,9 +76,12 @@ def _quote(arg: str) -> str:
     return shlex.quote(arg)
 
 
-def run_scenario(name: str, params: dict[str, Any], timeout_s: float = 300) -> dict[str, Any]:
-    """Run ``name`` in its own network namespace; its RESULT, or AssertionError with its output."""
-    proc = in_netns([sys.executable, str(Path(__file__).resolve()), name, json.dumps(params)], timeout_s)
+def run_scenario(name: str, params: dict[str, Any], timeout_s: float = 300, script: str | Path | None = None
+                 ) -> dict[str, Any]:
+    """Run scenario ``name`` of ``script`` (default this file) in its own network namespace; its
+    RESULT, or AssertionError with its output."""
+    script = Path(script or __file__).resolve()
+    proc = in_netns([sys.executable, str(script), name, json.dumps(params)], timeout_s)
     lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
     if proc.returncode != 0 or not lines:
         raise AssertionError(f"scenario {name} failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n"

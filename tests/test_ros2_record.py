@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ros2_harness import RESULT, Process, in_netns, l3p, netns_unavailable  # noqa: E402
+from ros2_harness import RESULT, Process, l3p, netns_unavailable, run_scenario  # noqa: E402
 
 from l3p.core.dataset import load_dataset  # noqa: E402
 from l3p.datasets.align import NO_GOAL, NO_OBSERVATION, SUPERSEDED, LiveAligner, Stream, align  # noqa: E402
@@ -201,10 +201,7 @@ def scenario_record(p: dict) -> dict:
 
 
 def run_record_scenario(params: dict) -> dict:
-    proc = in_netns([sys.executable, str(Path(__file__).resolve()), "record", json.dumps(params)], 240)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
-    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    return json.loads(lines[-1][len(RESULT):])
+    return run_scenario("record", params, 240, script=__file__)
 
 
 @needs_ros2

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ros2_harness import RESULT, Process, in_netns, l3p, netns_unavailable  # noqa: E402
+from ros2_harness import RESULT, Process, l3p, netns_unavailable, run_scenario  # noqa: E402
 
 from l3p.core.dataset import load_dataset  # noqa: E402
 from l3p.datasets.align import ONE_STEP, SUPERSEDED, LiveAligner, Stream, align  # noqa: E402
@@ -327,10 +327,7 @@ def scenario_bags(p: dict) -> dict:
 
 
 def run_bags_scenario(params: dict) -> dict:
-    proc = in_netns([sys.executable, str(Path(__file__).resolve()), "bags", json.dumps(params)], 240)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT)]
-    assert proc.returncode == 0 and lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
-    return json.loads(lines[-1][len(RESULT):])
+    return run_scenario("bags", params, 240, script=__file__)
 
 
 @needs_ros2

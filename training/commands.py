@@ -235,20 +235,20 @@ def write_bundle(agent: L3PAgent, run_dir: Path, out_dir: Path, provenance: dict
         nodes = gls_landmarks(agent, sample, n=n_landmarks)
         provenance["landmarks"] = (f"GLS: {len(nodes)} achieved goals of the run's replay or dataset, spread "
                                    f"in the learned latent space (from {len(sample)} sampled), not decoded centroids")
+    served = agent.landmarks() if nodes is None else nodes
     edges = None
     if graph == "data":
         episodes = run_episodes(run_dir, agent.cfg)
         if episodes is None:
             raise ExportError(f"--graph data needs the run's replay ({run_dir / REPLAY}) or its dataset")
         try:
-            supported = data_graph(agent.landmarks() if nodes is None else nodes, *episodes, agent.value_fn)
+            supported = data_graph(served, *episodes, agent.value_fn)
         except ValueError as exc:  # e.g. no two landmarks the data passes between
             raise ExportError(f"--graph data: {exc}") from None
         planner_overrides = {**supported.planner(), **planner_overrides}  # --planner values win
         provenance["graph"] = supported.provenance()
         edges = supported.manifest_edges()
-    provenance["export"] = {"landmarks": landmarks, "n_landmarks": len(agent.landmarks() if nodes is None else nodes),
-                            "graph": graph}
+    provenance["export"] = {"landmarks": landmarks, "n_landmarks": len(served), "graph": graph}
     bundle_dir = export_bundle(agent, out_dir, provenance, force=force, planner_overrides=planner_overrides,
                                landmarks=nodes, sign_key=sign_key, sign_model=sign_model, edges=edges)
     _add_plots(run_dir, bundle_dir, agent, nodes)
