@@ -177,8 +177,9 @@ def scenario_loop(p: dict) -> dict:
         controller = ScriptedController(ns, p["seed"])
         controller.wait_for_subscribers(60)  # the recorder hears the controller from its first command
         try:
+            # the sim's first observation waits for both its hearers: the controller and the recorder
             run([*sim, "--max-steps", str(p["steps"]), "--episodes", str(p["episodes"]), "--seed", str(p["seed"]),
-                 "--out", str(work / "recorded.json")], limit)
+                 "--wait-subscribers", "2", "--out", str(work / "recorded.json")], limit)
             time.sleep(0.5)
         finally:
             controller.close()

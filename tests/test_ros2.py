@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ros2_harness import netns_unavailable, run_scenario
+from ros2_harness import in_netns, l3p, netns_unavailable, run_scenario
 
 REASON = netns_unavailable()
 needs_ros2 = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -126,6 +126,17 @@ def test_bridge_and_sim_robot_in_lockstep_match_the_grpc_runner():
                                                                                            True)
     assert d["extras"] == ["counter", "replanned", "resumed", "subgoal_index", "success"]
     assert d["made_by"]["recorder"] == "l3p ros2 bridge" and d["made_by"]["robot"] == "/arm"
+
+
+@needs_ros2
+def test_the_sim_waits_for_its_observation_subscribers_and_says_who_never_came():
+    """--wait-subscribers 1 with no one subscribed: no episode starts; exit UNAVAILABLE (1) naming
+    the topic and the count after --wait seconds."""
+    proc = in_netns(l3p("ros2", "sim", "--env", "PointMaze_UMaze-v3", "--namespace", "/robot",
+                        "--wait-subscribers", "1", "--wait", "2"), 120)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "0 of 1 subscribers heard /robot/observation within 2 s" in proc.stderr
+    assert "episode" not in proc.stdout
 
 
 @needs_ros2

@@ -28,6 +28,9 @@ def add_ros2_arguments(parser: argparse.ArgumentParser) -> None:
                      help="step at this rate with the newest command (default: lockstep)")
     sim.add_argument("--goal-type", choices=("point", "array"), default="point")
     sim.add_argument("--wait", type=float, default=30.0, metavar="S", help="longest wait for the bridge")
+    sim.add_argument("--wait-subscribers", type=int, default=0, metavar="N",
+                     help="before the first episode, wait (up to --wait) until N subscribers hear the observation "
+                          "topic, e.g. a recorder and the controller (as ros2 topic pub --wait-matching-subscriptions)")
     sim.add_argument("--log-received", action="store_true", help="keep every command received, with its time")
     sim.add_argument("--start-at", type=float, default=None, metavar="UNIX_TIME",
                      help="begin the first episode at this time (to start several robots together)")

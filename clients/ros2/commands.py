@@ -43,7 +43,7 @@ def run_ros2(args: argparse.Namespace) -> int:
                        f"{install_hint('ros2,sim')}") from None
     config = SimConfig(env_id=args.env, namespace=args.namespace, episodes=args.episodes, seed=args.seed,
                        pairs=args.pairs, max_steps=args.max_steps, lockstep=args.rate is None, rate_hz=args.rate or 50.0, goal_type=args.goal_type,
-                       wait_s=args.wait, log_received=args.log_received, start_at=args.start_at,
+                       wait_s=args.wait, wait_subscribers=args.wait_subscribers, log_received=args.log_received, start_at=args.start_at,
                        **({"min_cells": args.min_cells} if args.min_cells else {}))
     robot = SimRobot(config)
 

@@ -69,7 +69,8 @@ class SimConfig:
     topics: Topics = Topics(success="success")
     achieved_goal_topic: str = "achieved_goal"
     frame_id: str = "world"
-    wait_s: float = 30.0  # the longest wait for the bridge (its status, a lockstep action)
+    wait_s: float = 30.0  # the longest wait for the bridge (its status, a lockstep action) or the subscribers
+    wait_subscribers: int = 0  # subscribers of the observation topic to wait for before the first episode
     log_received: bool = False  # keep every command received, with its time (fault tests)
     start_at: float | None = None  # UNIX time of the first episode (several robots started together)
 
@@ -217,8 +218,18 @@ class SimRobot:
         ep.final_distance = float(np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"]))
         return ep
 
+    def _wait_for_subscribers(self) -> None:
+        """Discovery takes a while: a recorder that starts hearing mid-episode misses its beginning."""
+        deadline = time.monotonic() + self.c.wait_s
+        while self.pub_obs.get_subscription_count() < self.c.wait_subscribers:
+            if time.monotonic() > deadline:
+                raise BridgeSilent(f"{self.pub_obs.get_subscription_count()} of {self.c.wait_subscribers} subscribers "
+                                   f"heard {self.pub_obs.topic_name} within {self.c.wait_s:g} s")
+            time.sleep(0.05)
+
     def run(self) -> list[SimEpisode]:
         plan = episode_plan(self.env, self.c.env_id, self.c.episodes, self.c.seed, self.c.pairs, self.c.min_cells)
+        self._wait_for_subscribers()
         if self.c.start_at is not None:
             time.sleep(max(0.0, self.c.start_at - time.time()))
         return [self.run_episode(i, seed, pair) for i, (seed, pair) in enumerate(plan)]
