@@ -175,7 +175,7 @@ def export_of(provenance: dict) -> dict:
 
 @pytest.mark.parametrize("maze", ["large", "giant"])
 def test_the_recipe_file_makes_the_shipped_stitch_model_and_its_other_seeds(maze):
-    """configs/pointmaze-stitch.toml with a maze's dataset is the card's recipe: every training seed's
+    """configs/ogbench-offline.toml with a maze's dataset is the card's recipe: every training seed's
     config (the served one and seeds/<seed>/) is the file's, seed aside, and each bundle was exported
     by the file's export keys."""
     import argparse
@@ -186,7 +186,7 @@ def test_the_recipe_file_makes_the_shipped_stitch_model_and_its_other_seeds(maze
 
     parser = argparse.ArgumentParser()
     add_train_arguments(parser)
-    cfg = train_config(parser.parse_args(["--config", str(ROOT / "configs" / "pointmaze-stitch.toml"),
+    cfg = train_config(parser.parse_args(["--config", str(ROOT / "configs" / "ogbench-offline.toml"),
                                           "--env", f"ogbench/pointmaze-{maze}-v0",
                                           "--set", f"dataset=data/pointmaze-{maze}-stitch-v0.npz"]))
     model = ROOT / "models" / f"pointmaze-{maze}-stitch"
