@@ -120,6 +120,14 @@ class Process:
             self.stop()
             raise RuntimeError(f"{self.name} did not get ready:\n{self.output()}")
 
+    def wait_for(self, text: str, timeout_s: float = 60.0) -> None:
+        """Until a line of the output contains ``text``."""
+        deadline = time.monotonic() + timeout_s
+        while not any(text in line for line in self.lines):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} never printed {text!r}:\n{self.output()}")
+            time.sleep(0.05)
+
     def output(self) -> str:
         return "".join(self.lines[-60:])
 

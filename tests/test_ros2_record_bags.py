@@ -269,6 +269,8 @@ def scenario_bags(p: dict) -> dict:
         from std_srvs.srv import Trigger
 
         services = [node.create_client(Trigger, f"/rec_{fmt}/end_episode") for fmt in recorders]
+    # Both sides of each topic matched: this writer sees the readers, each recorder says it hears
+    # this writer (a reader that has not matched a writer yet drops what it sends).
     deadline = time.monotonic() + 30
     while (any(pub.get_subscription_count() < 2 for pub in pubs.values())
            or not all(s.service_is_ready() for s in services)):
@@ -276,9 +278,9 @@ def scenario_bags(p: dict) -> dict:
             outputs = "\n".join(r.output() for r in recorders.values())
             raise AssertionError("the recorders never subscribed:\n" + outputs)
         time.sleep(0.05)
-    # Discovery is matched here from this side only: a recorder whose reader has not yet matched this
-    # writer drops what it sends (a volatile late joiner). A moment lets both sides match.
-    time.sleep(1.0)
+    for recorder in recorders.values():
+        for name in kinds:
+            recorder.wait_for(f"hearing /robot/{name} from 1 publisher(s)", 30)
     rng = np.random.default_rng(p["seed"])
     sent: dict[str, list] = {"observations": [], "actions": []}
     answers = []

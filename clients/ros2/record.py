@@ -47,6 +47,16 @@ def _trigger() -> type:
     return Trigger
 
 
+def _tell_publishers(subscriptions: list, heard: dict[str, int]) -> None:
+    """A line each time the publishers a topic is heard from change: discovery takes a moment, and a
+    topic nobody publishes records nothing."""
+    for s in subscriptions:
+        count = s.get_publisher_count()
+        if count != heard[s.topic_name]:
+            heard[s.topic_name] = count
+            print(f"l3p ros2 record: hearing {s.topic_name} from {count} publisher(s)", flush=True)
+
+
 def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_steps: int, duration_s: float | None,
                qos: str, stats_path: str | None, ros_args: list[str], format: str = "npz") -> int:
     mapping = load_mapping(mapping_path, "rosbag2")
@@ -88,8 +98,8 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
             recording.message(topic, kind, uses, msg, info.get("received_timestamp") or now, now, data)
         return on_message
 
-    for topic, (kind, uses) in topics.items():
-        node.create_subscription(classes[topic], topic, callback(topic, kind, uses), profile, raw=raw)
+    subscriptions = [node.create_subscription(classes[topic], topic, callback(topic, kind, uses), profile, raw=raw)
+                     for topic, (kind, uses) in topics.items()]
     if service:
         calls = [0]
         empty = serialize_message(Empty())
@@ -113,10 +123,14 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     print(f"l3p ros2 record: READY recording {', '.join(node.resolve_topic_name(t) for t in topics)} to {out}"
           f"{extra}", flush=True)
     deadline = None if duration_s is None else time.monotonic() + duration_s
+    heard, told = {s.topic_name: 0 for s in subscriptions}, 0.0
     try:
         while deadline is None or time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.1)
             recording.release(time.time_ns())
+            if time.monotonic() - told > 0.2:
+                _tell_publishers(subscriptions, heard)
+                told = time.monotonic()
     except KeyboardInterrupt:
         pass
     finally:
