@@ -129,6 +129,31 @@ def test_export_parity(trained, tmp_path, batch):
     assert lm.shape == (6, 3)
 
 
+def test_layer_norm_critic_and_value_train_and_export_with_parity(tmp_path):
+    """layer_norm: the distance critic and V (not the actor) get a LayerNorm per hidden layer, train,
+    and their ONNX files give torch's values."""
+    trainer = Trainer(tiny_cfg(2, layer_norm=True), tmp_path / "run")
+    trainer.train(show_progress=False)
+    agent = trainer.agent
+    norms = {name: sum(isinstance(m, torch.nn.LayerNorm) for m in net.modules())
+             for name, net in (("actor", agent.actor), ("critic", agent.critic), ("value", agent.value))}
+    assert norms == {"actor": 0, "critic": agent.cfg.layers, "value": agent.cfg.layers}
+    bundle = export_bundle(agent, tmp_path / "b", trainer.provenance())
+    rng = np.random.default_rng(0)
+    obs = (agent.o_norm.mean.numpy() + agent.o_norm.std.numpy() * rng.standard_normal((16, 10))).astype(np.float32)
+    goal = (agent.g_norm.mean.numpy() + agent.g_norm.std.numpy() * rng.standard_normal((16, 3))).astype(np.float32)
+    sess = lambda n: ort.InferenceSession(str(bundle / f"{n}.onnx"), providers=["CPUExecutionProvider"])  # noqa: E731
+    with torch.no_grad():
+        a_t = agent.actor(torch.tensor(obs), torch.tensor(goal))
+        d_t = agent.critic(torch.tensor(obs), torch.tensor(goal), a_t).numpy()
+        v_t = agent.value(torch.tensor(goal), torch.tensor(goal[::-1].copy())).numpy()
+    d_o, _ = sess("distance").run(None, {"obs": obs, "goal": goal})
+    (v_o,) = sess("value").run(None, {"goal_a": goal, "goal_b": goal[::-1].copy()})
+    np.testing.assert_allclose(d_o, d_t, atol=1e-4)
+    np.testing.assert_allclose(v_o, v_t, atol=1e-4)
+    assert not np.allclose(d_t, d_t[0])  # a real function of its inputs
+
+
 def test_manifest_contract(trained, tmp_path):
     bundle = export_bundle(trained.agent, tmp_path / "b", trained.provenance())
     m = json.loads((bundle / "manifest.json").read_text())

@@ -63,8 +63,9 @@ class L3PAgent:
         self.g_norm = Normalizer(spec.goal_dim, **norm)
         dims = (spec.obs_dim, spec.goal_dim, spec.action_dim, spec.action_max)
         self.actor = Actor(self.o_norm, self.g_norm, *dims, hidden=cfg.hidden, layers=cfg.layers)
-        self.critic = DistanceCritic(self.o_norm, self.g_norm, *dims, hidden=cfg.hidden, layers=cfg.layers)
-        self.value = ValueNet(self.g_norm, spec.goal_dim, hidden=cfg.hidden, layers=cfg.layers)
+        self.critic = DistanceCritic(self.o_norm, self.g_norm, *dims, hidden=cfg.hidden, layers=cfg.layers,
+                                     layer_norm=cfg.layer_norm)
+        self.value = ValueNet(self.g_norm, spec.goal_dim, hidden=cfg.hidden, layers=cfg.layers, layer_norm=cfg.layer_norm)
         self.ae = GoalAutoEncoder(self.g_norm, spec.goal_dim, cfg.latent_dim, cfg.ae_hidden)
         self.clusters = LatentClusters(cfg.n_landmarks, cfg.latent_dim)
         self.pi_distance = DistanceWithPolicy(self.actor, self.critic)  # the planner's one batched call

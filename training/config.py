@@ -108,6 +108,8 @@ class TrainConfig:
                                               "null: no clipping")
     hidden: int = documented(256, "units per hidden layer")
     layers: int = documented(3, "hidden layers")
+    layer_norm: bool = documented(False, "LayerNorm after each hidden layer of the distance critic and V (as "
+                                  "OGBench's value networks), which bounds how far bootstrapped estimates drift")
     clip_obs: float = documented(200.0, "observations clipped to this before normalizing")
     clip_norm: float = documented(5.0, "normalized inputs clipped to [-clip_norm, clip_norm]")
     norm_eps: float = documented(0.01, "the normalizers' minimum standard deviation")

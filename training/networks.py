@@ -18,10 +18,11 @@ from torch import nn
 from l3p.training.normalizer import Normalizer
 
 
-def mlp(inp: int, out: int, hidden: int, layers: int) -> nn.Sequential:
+def mlp(inp: int, out: int, hidden: int, layers: int, layer_norm: bool = False) -> nn.Sequential:
     mods: list[nn.Module] = []
     for i in range(layers):
-        mods += [nn.Linear(inp if i == 0 else hidden, hidden), nn.ReLU(inplace=True)]
+        mods += [nn.Linear(inp if i == 0 else hidden, hidden), *([nn.LayerNorm(hidden)] if layer_norm else []),
+                 nn.ReLU(inplace=True)]
     mods.append(nn.Linear(hidden, out))
     return nn.Sequential(*mods)
 
@@ -46,10 +47,10 @@ class Actor(nn.Module):
 
 class DistanceCritic(nn.Module):
     def __init__(self, o_norm: Normalizer, g_norm: Normalizer, obs_dim: int, goal_dim: int, action_dim: int,
-                 action_max: float, hidden: int = 256, layers: int = 3):
+                 action_max: float, hidden: int = 256, layers: int = 3, layer_norm: bool = False):
         super().__init__()
         self.o_norm, self.g_norm, self.action_max = o_norm, g_norm, action_max
-        self.net = mlp(obs_dim + goal_dim + action_dim, 1, hidden, layers)
+        self.net = mlp(obs_dim + goal_dim + action_dim, 1, hidden, layers, layer_norm)
 
     def forward(self, obs: torch.Tensor, goal: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([self.o_norm(obs), self.g_norm(goal), action / self.action_max], dim=-1)
@@ -57,10 +58,10 @@ class DistanceCritic(nn.Module):
 
 
 class ValueNet(nn.Module):
-    def __init__(self, g_norm: Normalizer, goal_dim: int, hidden: int = 256, layers: int = 3):
+    def __init__(self, g_norm: Normalizer, goal_dim: int, hidden: int = 256, layers: int = 3, layer_norm: bool = False):
         super().__init__()
         self.g_norm = g_norm
-        self.net = mlp(2 * goal_dim, 1, hidden, layers)
+        self.net = mlp(2 * goal_dim, 1, hidden, layers, layer_norm)
 
     def forward(self, goal_a: torch.Tensor, goal_b: torch.Tensor) -> torch.Tensor:
         x = torch.cat([self.g_norm(goal_a), self.g_norm(goal_b)], dim=-1)
