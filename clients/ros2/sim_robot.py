@@ -221,10 +221,10 @@ class SimRobot:
     def _wait_for_subscribers(self) -> None:
         """Discovery takes a while: a recorder that starts hearing mid-episode misses its beginning."""
         deadline = time.monotonic() + self.c.wait_s
-        while self.pub_obs.get_subscription_count() < self.c.wait_subscribers:
+        while (heard := self.pub_obs.get_subscription_count()) < self.c.wait_subscribers:
             if time.monotonic() > deadline:
-                raise BridgeSilent(f"{self.pub_obs.get_subscription_count()} of {self.c.wait_subscribers} subscribers "
-                                   f"heard {self.pub_obs.topic_name} within {self.c.wait_s:g} s")
+                raise BridgeSilent(f"{heard} of {self.c.wait_subscribers} subscribers heard {self.pub_obs.topic_name} "
+                                   f"within {self.c.wait_s:g} s")
             time.sleep(0.05)
 
     def run(self) -> list[SimEpisode]:
