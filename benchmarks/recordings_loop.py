@@ -76,9 +76,12 @@ def main(argv: list[str] | None = None) -> dict:
           f"{r['trained_wall_s']:.0f} s) on {t['steps']:,} steps ({rec['files']} files made one): "
           f"{t['replay_windows']:,} windows of {t['window_steps']} steps, {short['episodes']} shorter segments "
           f"({short['steps']} steps) left out; served d_max {r['bundle_planner']['d_max']}")
-    print(f"  far pairs     seeds {args.far_seed} + i ({seed_range(args.far_seed)}): served planner through the "
-          f"bridge {r['far_successes']}/{args.far_episodes} ({s['far_through_bridge']:.0f} s); the recording "
-          f"controller itself {r['controller_far_successes']}/{args.far_episodes}")
+    n = args.far_episodes
+    print(f"  far pairs     seeds {args.far_seed} + i ({seed_range(args.far_seed)}), {args.far_steps} steps; success "
+          f"judged at the last step (the goal reached at some step):")
+    print(f"    served planner through the bridge  {r['far_successes']}/{n} ({r['far_reached']}/{n}), "
+          f"{s['far_through_bridge']:.0f} s")
+    print(f"    the recording controller itself    {r['controller_far_successes']}/{n} ({r['controller_far_reached']}/{n})")
     result = {"params": params, **r}
     if args.out:
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -31,6 +31,9 @@ class EpisodeResult:
     # lay fallen, None if it stayed up. can_fall False: the question does not apply.
     can_fall: bool = False
     fell_at: int | None = None
+    # The first step after which the env said success; success itself is the last step's word. They
+    # differ on an env whose episode goes on past the goal (gymnasium-robotics' mazes): reached, then left.
+    reached_at: int | None = None
     # With record=True: achieved goal before each step (and after the last), the goal, and the
     # subgoal index pursued at each step (-1 = final goal).
     trajectory: np.ndarray | None = None
@@ -45,6 +48,7 @@ class EpisodeResult:
             "success": self.success,
             "final_distance": self.final_distance,
             "steps": self.steps,
+            "reached_at": self.reached_at,
             "replans": self.replans,
             "resumes": self.resumes,
             "latency_ms": {"p50": percentile_ms(self.latencies_s, 50),

@@ -81,7 +81,7 @@ def run_episode(
     adapter = goal_adapter(env)
     obs, info = env.reset(seed=seed, options=reset_options(pair))
     open_episode = client.stream_episode if stream else client.episode
-    latencies, replans, steps, fell_at = [], 0, 0, None
+    latencies, replans, steps, fell_at, reached_at = [], 0, 0, None, None
     can_fall = adapter.can_fall
     trajectory, subgoals = [obs["achieved_goal"].copy()], []
     step = None
@@ -96,6 +96,8 @@ def run_episode(
             steps += 1
             if can_fall and fell_at is None and adapter.fallen(obs["observation"]):
                 fell_at = steps
+            if reached_at is None and adapter.success(info):
+                reached_at = steps
             if record:
                 trajectory.append(obs["achieved_goal"].copy())
                 subgoals.append(int(step.subgoal_index))
@@ -118,6 +120,7 @@ def run_episode(
         task=pair if isinstance(pair, int) else None,
         can_fall=can_fall,
         fell_at=fell_at,
+        reached_at=reached_at,
         trajectory=np.array(trajectory) if record else None,
         goal=np.array(obs["desired_goal"]) if record else None,
         subgoal_indices=subgoals if record else None,

@@ -276,7 +276,8 @@ def grpc_reference(target: str, env_id: str, episodes: int, seed: int, pairs: st
     finally:
         close_env(env)
         client.close()
-    return {"successes": [e.success for e in run.episodes], "actions": client.actions,
+    return {"successes": [e.success for e in run.episodes], "reached_at": [e.reached_at for e in run.episodes],
+            "actions": client.actions,
             "latencies_s": run.latencies_s}
 
 
@@ -288,8 +289,9 @@ def bridge_config(server: str, **more: Any) -> dict[str, Any]:
 
 
 def compare(sim_episodes: list[dict[str, Any]], ref: dict[str, Any]) -> dict[str, Any]:
-    """Successes and actions of the ROS 2 run against the gRPC reference."""
+    """Successes (at the last step and first reached) and actions of the ROS 2 run against the gRPC reference."""
     same_success = [e["success"] for e in sim_episodes] == ref["successes"]
+    same_reached = [e["reached_at"] for e in sim_episodes] == ref["reached_at"]
     max_diff, same_length = 0.0, True
     for e, ref_actions in zip(sim_episodes, ref["actions"]):
         a = np.asarray(e["actions"], np.float32)
@@ -298,7 +300,7 @@ def compare(sim_episodes: list[dict[str, Any]], ref: dict[str, Any]) -> dict[str
             same_length = False
             continue
         max_diff = max(max_diff, float(np.max(np.abs(a - b))) if a.size else 0.0)
-    return {"same_successes": same_success, "same_lengths": same_length, "max_action_diff": max_diff,
+    return {"same_successes": same_success, "same_reached": same_reached, "same_lengths": same_length, "max_action_diff": max_diff,
             "ros2_successes": int(sum(e["success"] for e in sim_episodes)),
             "grpc_successes": int(sum(ref["successes"]))}
 

@@ -238,14 +238,15 @@ def scenario_loop(p: dict) -> dict:
            "bundle_planner": manifest["planner"], "trained_updates": manifest["provenance"]["optimizer_steps"],
            "trained_wall_s": manifest["provenance"]["wall_time_s"],
            "far_steps": [e["steps"] for e in served["episodes"]],
-           "far_successes": served["successes"], "seconds": seconds}
+           "far_successes": served["successes"], "far_reached": served["reached"], "seconds": seconds}
     if p.get("controller_far"):  # the recording controller itself, straight for the same far goals
         direct = ScriptedController(ns, p["seed"], segment_cells=None)
         try:
             run([*far, "--out", str(work / "controller_far.json")], limit)
         finally:
             direct.close()
-        out["controller_far_successes"] = json.loads((work / "controller_far.json").read_text())["successes"]
+        direct_far = json.loads((work / "controller_far.json").read_text())
+        out["controller_far_successes"], out["controller_far_reached"] = direct_far["successes"], direct_far["reached"]
     return out
 
 

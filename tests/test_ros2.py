@@ -111,6 +111,7 @@ def test_bridge_and_sim_robot_in_lockstep_match_the_grpc_runner():
     }
     assert r["steps"] == [50, 50, 50]
     assert r["compare"]["same_successes"] and r["compare"]["same_lengths"]
+    assert r["compare"]["same_reached"]  # the step each episode first reached its goal, or None: the runner's
     assert r["compare"]["max_action_diff"] == 0.0
     assert r["sim"]["missed"] == 0 and r["sim"]["rtt_ms"]["n"] == 150
     # Every action message was applied, in order; after them, the one hold of the bridge's SIGTERM.

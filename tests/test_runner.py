@@ -167,7 +167,7 @@ def test_video_is_a_playable_mp4(server, tmp_path, capsys):
 # --------------------------------------------------------------------------- eval + demo
 
 
-EVAL_MODE_FIELDS = {"episodes", "successes", "success_rate", "success_ci95", "mean_final_distance",
+EVAL_MODE_FIELDS = {"episodes", "successes", "success_rate", "success_ci95", "reached", "mean_final_distance",
                     "replans_per_episode", "latency_ms", "per_episode"}
 
 
@@ -187,6 +187,10 @@ def test_eval_writes_the_documented_json(server, tmp_path, capsys):
         assert m["success_ci95"] == pytest.approx(list(wilson_interval(m["successes"], 2)))
         assert m["latency_ms"]["p50"] > 0 and m["latency_ms"]["p99"] >= m["latency_ms"]["p50"]
         assert [e["env_seed"] for e in m["per_episode"]] == [11, 12]
+        for e in m["per_episode"]:  # a success at the last step was reached by then; reached counts them
+            assert e["reached_at"] is None or 1 <= e["reached_at"] <= e["steps"]
+            assert not e["success"] or e["reached_at"] is not None
+        assert m["reached"] == sum(e["reached_at"] is not None for e in m["per_episode"]) >= m["successes"]
     assert report["modes"]["policy"]["replans_per_episode"] == 0
     assert report["modes"]["l3p"]["replans_per_episode"] >= 1
     assert "l3p" in table and "policy" in table and "95% CI" in table

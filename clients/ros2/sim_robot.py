@@ -87,6 +87,7 @@ class SimEpisode:
     missed: int = 0  # rate mode: periods without an answer
     pair: Any = None
     received: list[tuple[float, list[float]]] = dataclasses.field(default_factory=list)
+    reached_at: int | None = None  # the first step after which the env said success (success: the last step's word)
 
 
 class SimRobot:
@@ -211,7 +212,10 @@ class SimRobot:
             # them (an env's own arithmetic on them, e.g. Fetch's scaling, then rounds the same way).
             obs, _, terminated, truncated, info = env.step(command.astype(np.float32))
             ep.steps += 1
-            self.pub_success.publish(Bool(data=bool(self.adapter.success(info))))
+            succeeded = bool(self.adapter.success(info))
+            if succeeded and ep.reached_at is None:
+                ep.reached_at = ep.steps
+            self.pub_success.publish(Bool(data=succeeded))
             if terminated or truncated:
                 break
         ep.success = self.adapter.success(info)
@@ -243,6 +247,7 @@ def summary(episodes: list[SimEpisode], config: SimConfig) -> dict[str, Any]:
         "lockstep": config.lockstep,
         "rate_hz": None if config.lockstep else config.rate_hz,
         "successes": int(sum(e.success for e in episodes)),
+        "reached": int(sum(e.reached_at is not None for e in episodes)),
         "episodes": [dataclasses.asdict(e) for e in episodes],
         "rtt_ms": {"p50": float(np.percentile(rtt, 50)) if rtt.size else None,
                    "p99": float(np.percentile(rtt, 99)) if rtt.size else None, "n": int(rtt.size)},
