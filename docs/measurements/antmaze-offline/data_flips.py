@@ -1,0 +1,21 @@
+"""How much of a regenerated ant dataset lies on its back: per dataset, the episodes in which the ant
+flips over (torso's z axis pointing down) and the share of steps recorded flipped (an OGBench ant
+never rights itself, so an episode stays flipped from its first flip to its end).
+
+    python docs/measurements/antmaze-offline/data_flips.py data/antmaze-large-navigate-v0.npz ...
+"""
+import sys
+
+import numpy as np
+
+from l3p.core.dataset import load_dataset
+
+for path in sys.argv[1:]:
+    ds = load_dataset(path)
+    q = ds.observations[:, 3:7]  # the torso's quaternion (w, x, y, z) after x, y, z
+    flipped = 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2) < 0.0
+    bounds = ds.episode_bounds()
+    first = [int(np.argmax(flipped[a:b + 1])) for a, b in bounds if flipped[a:b + 1].any()]
+    print(f"{path}: {len(bounds)} episodes of {ds.episode_lengths().max()} steps; {len(first)} "
+          f"({len(first) / len(bounds):.1%}) flip, at step {int(np.median(first)) if first else '-'} (median); "
+          f"{flipped.mean():.1%} of steps flipped")

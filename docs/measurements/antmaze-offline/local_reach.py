@@ -1,0 +1,41 @@
+"""The learned actor's local reach: from N upright states of the dataset (the ant put in that exact state), the
+actor alone toward the achieved goal the data reached K steps later, for up to 3K steps; reached
+within OGBench's 0.5, and how many ended flipped over.
+
+    python docs/measurements/antmaze-offline/local_reach.py BUNDLE DATASET K N
+"""
+import sys
+
+import numpy as np
+
+from l3p.clients.protocol import open_env
+from l3p.core.dataset import load_dataset
+from l3p.serving.bundle import load_bundle
+
+bundle, data, k, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+b, ds = load_bundle(bundle), load_dataset(data)
+env = open_env(b.env_id, max_steps=10 * k)
+env.reset(seed=0)
+maze = env.unwrapped
+rng = np.random.default_rng(7)
+bounds = [(a, c) for a, c in ds.episode_bounds() if c - a > k + 1]
+reached, flipped, steps = 0, 0, []
+for i in range(n):
+    while True:  # an upright start (a flipped ant in the data never rights itself)
+        first, last = bounds[rng.integers(len(bounds))]
+        t = int(rng.integers(first, last - k))
+        if 1.0 - 2.0 * (ds.observations[t, 4] ** 2 + ds.observations[t, 5] ** 2) >= 0.0:
+            break
+    state, goal = ds.observations[t], ds.achieved_goals[t + k]
+    env.reset(seed=i)
+    maze.inner.unwrapped.set_state(state[:15], state[15:29])  # qpos (x, y, z, quaternion, 8 joints), qvel
+    obs = maze._obs()
+    for s in range(3 * k):
+        obs, *_ = env.step(b.policy_fn(obs["observation"][None], goal[None])[0])
+        if np.linalg.norm(obs["achieved_goal"] - goal) <= 0.5:
+            reached += 1
+            steps.append(s + 1)
+            break
+    flipped += 1.0 - 2.0 * (obs["observation"][4] ** 2 + obs["observation"][5] ** 2) < 0.0
+print(f"{bundle} on {data}: goals {k} data steps ahead: reached {reached} of {n} (median {int(np.median(steps)) if steps else '-'} "
+      f"steps), flipped over {flipped}")

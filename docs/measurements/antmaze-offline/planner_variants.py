@@ -1,0 +1,76 @@
+"""Planner variants on an ant bundle, in-process (the server's planner code, one choice patched):
+validation episodes (seeds 1 500 000 000 + i, OGBench's tasks 1-5 in turn, 1,000 steps); wins and
+the mean speed (m per step) over all episodes.
+
+    python docs/measurements/antmaze-offline/planner_variants.py BUNDLE EPISODES VARIANT [KEY=VALUE ...]
+
+VARIANT: served (the bundle's planner); farthest (from the pick, the route's next landmarks while
+the state reaches them directly, D <= d_max: the farthest); successor (the route's next landmark
+after the landmark nearest the state by D, chosen afresh each re-plan); at6 (the "at a landmark"
+threshold of follow_edges at 6 steps instead of 3). KEY=VALUE: planner overrides (e.g. mode=naive).
+"""
+import sys
+
+import numpy as np
+
+import l3p.core.episode as E
+from l3p.clients.protocol import episode_plan, open_env
+from l3p.core.landmarks import LandmarkGraph
+from l3p.serving.bundle import load_bundle
+
+served_choose = E.EpisodePlanner._choose
+
+
+def next_on_route(self, node: int) -> int:
+    """The route's node after ``node``: argmin over edges node -> j of w + d_cg(j) (N: the goal)."""
+    via = self._episode_weights()[node] + self._d_cg
+    via[node] = np.inf
+    return int(np.argmin(via)) if np.isfinite(via).any() else node
+
+
+def farthest(self, total):
+    row = served_choose(self, total)
+    n, d_sc = self._n, self._d_sc
+    seen = {row}
+    while row < n:
+        nxt = next_on_route(self, row)
+        if nxt in seen or d_sc[nxt] > self.config.d_max:
+            break
+        seen.add(nxt)
+        row = nxt
+    return row
+
+
+def successor(self, total):
+    return next_on_route(self, int(np.argmin(self._d_sc[:self._n])))
+
+
+bundle, episodes, variant = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+if variant == "farthest":
+    E.EpisodePlanner._choose = farthest
+elif variant == "successor":
+    E.EpisodePlanner._choose = successor
+elif variant == "at6":
+    E.AT_STEPS = 6.0
+elif variant != "served":
+    raise SystemExit(f"unknown variant {variant!r}")
+overrides = {}
+for kv in sys.argv[4:]:
+    key, value = kv.split("=")
+    overrides[key] = value == "true" if value in ("true", "false") else (float(value) if value[0].isdigit() else value)
+b = load_bundle(bundle)
+env = open_env(b.env_id, max_steps=1000)
+graph = LandmarkGraph(b.landmarks, b.value_fn, edges=b.edges)
+wins, path, steps = 0, 0.0, 0
+for seed, task in episode_plan(env, b.env_id, episodes, 1_500_000_000, "tasks"):
+    obs, _ = env.reset(seed=seed, options={"task_id": task})
+    ep = E.EpisodePlanner(graph, obs["desired_goal"], b.value_fn, b.planner_defaults.replace(**overrides), seed=seed)
+    for t in range(1000):
+        before = obs["achieved_goal"]
+        obs, _, _, _, info = env.step(ep.step(obs["observation"], b.distance_fn, b.policy_fn).action)
+        path += float(np.linalg.norm(obs["achieved_goal"] - before))
+        steps += 1
+        if info["success"]:
+            break
+    wins += bool(info["success"])
+print(f"{variant} {overrides}: {wins} of {episodes}, {path / steps:.3f} m per step")

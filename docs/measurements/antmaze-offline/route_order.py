@@ -1,0 +1,33 @@
+"""Is the planner's route the maze's? Per landmark, its solved steps to the goal (d_cg, the bundle's
+graph and planner defaults) against the maze's BFS cells from its cell to the goal's, for one
+validation episode of OGBench task TASK (seed 1 500 000 000 + TASK - 1): the rank correlation, and
+d_cg per BFS distance.
+
+    python docs/measurements/antmaze-offline/route_order.py BUNDLE TASK
+"""
+import sys, numpy as np
+from l3p.serving.bundle import load_bundle
+from l3p.core.landmarks import LandmarkGraph
+from l3p.core.episode import EpisodePlanner
+from l3p.clients.protocol import open_env
+from l3p.sim import mazes
+b = load_bundle(sys.argv[1]); task = int(sys.argv[2])
+env = open_env(b.env_id, max_steps=1000)
+obs, _ = env.reset(seed=1_500_000_000 + task - 1, options={"task_id": task}); goal = obs["desired_goal"]
+graph = LandmarkGraph(b.landmarks, b.value_fn, edges=b.edges)
+ep = EpisodePlanner(graph, goal, b.value_fn, b.planner_defaults, seed=0)
+inner = env.unwrapped.inner
+layout = np.asarray(inner.maze_map)
+bfs = mazes.bfs_cells(layout, inner.xy_to_ij(goal)).astype(float)
+cells = np.array([bfs[inner.xy_to_ij(l)] for l in b.landmarks])
+dcg = np.asarray(ep.landmark_to_goal)
+ok = np.isfinite(dcg) & (cells >= 0)
+slope = np.median(dcg[ok & (cells > 2)] / cells[ok & (cells > 2)])
+print(f"task {task}: steps per BFS cell (median d_cg/cells) {slope:.1f}; unreachable landmarks {int((~np.isfinite(dcg)).sum())}")
+def ranks(x):
+    return np.argsort(np.argsort(x)).astype(float)
+print("rank correlation of d_cg and BFS cells:", round(float(np.corrcoef(ranks(dcg[ok]), ranks(cells[ok]))[0, 1]), 3))
+# per BFS cell count: d_cg range
+for c in sorted(set(cells[ok].astype(int))):
+    v = dcg[ok & (cells == c)]
+    print(f"cells {c:2d}: n={len(v):2d} d_cg min {v.min():6.1f} median {np.median(v):6.1f} max {v.max():6.1f}")
