@@ -300,7 +300,8 @@ def compare(sim_episodes: list[dict[str, Any]], ref: dict[str, Any]) -> dict[str
             same_length = False
             continue
         max_diff = max(max_diff, float(np.max(np.abs(a - b))) if a.size else 0.0)
-    return {"same_successes": same_success, "same_reached": same_reached, "same_lengths": same_length, "max_action_diff": max_diff,
+    return {"same_successes": same_success, "same_reached": same_reached, "same_lengths": same_length,
+            "max_action_diff": max_diff,
             "ros2_successes": int(sum(e["success"] for e in sim_episodes)),
             "grpc_successes": int(sum(ref["successes"]))}
 

@@ -276,6 +276,7 @@ def test_recordings_of_a_scripted_controller_train_a_planner_the_bridge_serves()
     assert r["record"]["files"] >= 2 and r["trained_on"]["steps"] == r["record"]["steps"]
     assert r["dataset"]["env_id"] == ENV and r["bundle_env"] == ENV
     assert r["far_steps"] == [120, 120]  # the bridge drove both far episodes to their end
+    assert r["far_successes"] <= r["far_reached"] <= 2  # a success at the last step was reached by then
 
 
 @pytest.mark.slow

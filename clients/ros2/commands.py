@@ -63,7 +63,8 @@ def run_ros2(args: argparse.Namespace) -> int:
               f"{f'  missed {e.missed}' if e.missed else ''}", flush=True)
     rtt = result["rtt_ms"]
     print(f"{config.env_id}{' ' + config.namespace if config.namespace else ''}: success "
-          f"{result['successes']}/{len(episodes)} (reached at some step {result['reached']})  observation->action p50 {rtt['p50'] or float('nan'):.2f} ms  "
+          f"{result['successes']}/{len(episodes)} (reached at some step {result['reached']})  "
+          f"observation->action p50 {rtt['p50'] or float('nan'):.2f} ms  "
           f"p99 {rtt['p99'] or float('nan'):.2f} ms  missed periods {result['missed']}")
     if args.out:
         Path(args.out).write_text(json.dumps(result) + "\n")
