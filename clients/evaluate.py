@@ -75,7 +75,7 @@ def summarize(run: RunResult) -> dict[str, Any]:
         "successes": k,
         "success_rate": k / n if n else float("nan"),
         "success_ci95": [lo, hi],
-        "reached": sum(e.reached_at is not None for e in run.episodes),
+        "reached": run.reached,
         "mean_final_distance": run.mean_final_distance,
         "replans_per_episode": run.replans_per_episode,
         "resumes": run.resumes,

@@ -100,6 +100,11 @@ class RunResult:
         return sum(e.resumes for e in self.episodes)
 
     @property
+    def reached(self) -> int:
+        """Episodes that reached the goal at some step (``reached_at``), whatever the last step said."""
+        return sum(e.reached_at is not None for e in self.episodes)
+
+    @property
     def falls(self) -> int | None:
         """Episodes in which the robot fell; None for a robot that cannot."""
         if not any(e.can_fall for e in self.episodes):

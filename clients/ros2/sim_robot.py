@@ -218,7 +218,7 @@ class SimRobot:
             self.pub_success.publish(Bool(data=succeeded))
             if terminated or truncated:
                 break
-        ep.success = self.adapter.success(info)
+        ep.success = succeeded
         ep.final_distance = float(np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"]))
         return ep
 

@@ -9,11 +9,13 @@ import sys
 import numpy as np
 
 from l3p.core.dataset import load_dataset
+from l3p.sim.envs import GoalEnvAdapter
+
+ANT = GoalEnvAdapter(torso_quat_index=3)  # OGBench's ant observes x, y, z, then the torso's (w, x, y, z)
 
 for path in sys.argv[1:]:
     ds = load_dataset(path)
-    q = ds.observations[:, 3:7]  # the torso's quaternion (w, x, y, z) after x, y, z
-    flipped = 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2) < 0.0
+    flipped = ANT.fallen(ds.observations)
     bounds = ds.episode_bounds()
     first = [int(np.argmax(flipped[a:b + 1])) for a, b in bounds if flipped[a:b + 1].any()]
     print(f"{path}: {len(bounds)} episodes of {ds.episode_lengths().max()} steps; {len(first)} "

@@ -11,6 +11,9 @@ import numpy as np
 from l3p.clients.protocol import open_env
 from l3p.core.dataset import load_dataset
 from l3p.serving.bundle import load_bundle
+from l3p.sim.envs import GoalEnvAdapter
+
+ANT = GoalEnvAdapter(torso_quat_index=3)  # OGBench's ant observes x, y, z, then the torso's (w, x, y, z)
 
 bundle, data, k, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 b, ds = load_bundle(bundle), load_dataset(data)
@@ -24,7 +27,7 @@ for i in range(n):
     while True:  # an upright start (a flipped ant in the data never rights itself)
         first, last = bounds[rng.integers(len(bounds))]
         t = int(rng.integers(first, last - k))
-        if 1.0 - 2.0 * (ds.observations[t, 4] ** 2 + ds.observations[t, 5] ** 2) >= 0.0:
+        if not ANT.fallen(ds.observations[t]):
             break
     state, goal = ds.observations[t], ds.achieved_goals[t + k]
     env.reset(seed=i)
@@ -36,6 +39,6 @@ for i in range(n):
             reached += 1
             steps.append(s + 1)
             break
-    flipped += 1.0 - 2.0 * (obs["observation"][4] ** 2 + obs["observation"][5] ** 2) < 0.0
+    flipped += bool(ANT.fallen(obs["observation"]))
 print(f"{bundle} on {data}: goals {k} data steps ahead: reached {reached} of {n} (median {int(np.median(steps)) if steps else '-'} "
       f"steps), flipped over {flipped}")

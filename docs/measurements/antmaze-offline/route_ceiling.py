@@ -2,7 +2,8 @@
 planner. Each step its goal is the centre of the next cell on the BFS path to the goal's cell (the
 subgoal OGBench's oracle steers its expert by), the goal itself once in the goal's cell; with
 --snap, that centre's nearest landmark of the bundle instead. Validation episodes (seeds
-1 500 000 000 + i, OGBench's tasks 1-5 in turn, 1,000 steps), in-process with the bundle's ONNX actor; the mean speed over all episodes.
+1 500 000 000 + i, OGBench's tasks 1-5 in turn, 1,000 steps), in-process with the bundle's ONNX
+actor; the mean speed over all episodes.
 
     python docs/measurements/antmaze-offline/route_ceiling.py BUNDLE EPISODES [--snap]
 """
@@ -12,9 +13,9 @@ import numpy as np
 
 from l3p.clients.protocol import episode_plan, open_env
 from l3p.serving.bundle import load_bundle
-from l3p.sim import mazes
+from l3p.sim.envs import GoalEnvAdapter
 
-MOVES = ((-1, 0), (0, -1), (1, 0), (0, 1))
+ANT = GoalEnvAdapter(torso_quat_index=3)  # OGBench's ant observes x, y, z, then the torso's (w, x, y, z)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("bundle")
@@ -27,16 +28,13 @@ wins: dict[int, int] = {}
 fallen, path, steps = 0, 0.0, 0
 for seed, task in episode_plan(env, b.env_id, a.episodes, 1_500_000_000, "tasks"):
     obs, _ = env.reset(seed=seed, options={"task_id": task})
-    goal, inner = obs["desired_goal"], env.unwrapped.inner
-    layout = np.asarray(inner.maze_map)
-    to_goal = mazes.bfs_cells(layout, inner.xy_to_ij(goal))
+    goal, maze = obs["desired_goal"], env.unwrapped
+    goal_cell = maze.inner.xy_to_ij(goal)
     for t in range(1000):
-        i, j = inner.xy_to_ij(obs["achieved_goal"])
-        if to_goal[i, j] == 0:
+        if maze.inner.xy_to_ij(obs["achieved_goal"]) == goal_cell:
             sub = goal
         else:
-            step = min(((i + di, j + dj) for di, dj in MOVES if to_goal[i + di, j + dj] >= 0), key=lambda c: to_goal[c])
-            sub = np.asarray(inner.ij_to_xy(step), np.float64)
+            sub = maze.oracle_subgoal()
             if a.snap:
                 sub = b.landmarks[int(np.argmin(((b.landmarks - sub) ** 2).sum(axis=1)))]
         before = obs["achieved_goal"]
@@ -45,9 +43,9 @@ for seed, task in episode_plan(env, b.env_id, a.episodes, 1_500_000_000, "tasks"
         steps += 1
         if info["success"]:
             break
-    up = 1.0 - 2.0 * (obs["observation"][4] ** 2 + obs["observation"][5] ** 2) >= 0.0  # the torso's z axis up
+    flipped = bool(ANT.fallen(obs["observation"]))
     wins[task] = wins.get(task, 0) + bool(info["success"])
-    fallen += not up
-    print(seed, task, "success" if info["success"] else "failure", t + 1, "steps", "" if up else "fallen", flush=True)
+    fallen += flipped
+    print(seed, task, "success" if info["success"] else "failure", t + 1, "steps", "fallen" if flipped else "", flush=True)
 print(f"{a.bundle}{' (snapped to landmarks)' if a.snap else ''}: {sum(wins.values())} of {a.episodes}, per task "
       f"{dict(sorted(wins.items()))}, fallen at the end {fallen}, {path / steps:.3f} m per step")

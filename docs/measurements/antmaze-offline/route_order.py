@@ -5,29 +5,33 @@ d_cg per BFS distance.
 
     python docs/measurements/antmaze-offline/route_order.py BUNDLE TASK
 """
-import sys, numpy as np
-from l3p.serving.bundle import load_bundle
-from l3p.core.landmarks import LandmarkGraph
-from l3p.core.episode import EpisodePlanner
+import sys
+
+import numpy as np
+
 from l3p.clients.protocol import open_env
+from l3p.core.landmarks import LandmarkGraph
+from l3p.serving.bundle import load_bundle
 from l3p.sim import mazes
-b = load_bundle(sys.argv[1]); task = int(sys.argv[2])
-env = open_env(b.env_id, max_steps=1000)
-obs, _ = env.reset(seed=1_500_000_000 + task - 1, options={"task_id": task}); goal = obs["desired_goal"]
-graph = LandmarkGraph(b.landmarks, b.value_fn, edges=b.edges)
-ep = EpisodePlanner(graph, goal, b.value_fn, b.planner_defaults, seed=0)
-inner = env.unwrapped.inner
-layout = np.asarray(inner.maze_map)
-bfs = mazes.bfs_cells(layout, inner.xy_to_ij(goal)).astype(float)
-cells = np.array([bfs[inner.xy_to_ij(l)] for l in b.landmarks])
-dcg = np.asarray(ep.landmark_to_goal)
-ok = np.isfinite(dcg) & (cells >= 0)
-slope = np.median(dcg[ok & (cells > 2)] / cells[ok & (cells > 2)])
-print(f"task {task}: steps per BFS cell (median d_cg/cells) {slope:.1f}; unreachable landmarks {int((~np.isfinite(dcg)).sum())}")
-def ranks(x):
+
+
+def ranks(x: np.ndarray) -> np.ndarray:
     return np.argsort(np.argsort(x)).astype(float)
+
+
+b, task = load_bundle(sys.argv[1]), int(sys.argv[2])
+env = open_env(b.env_id, max_steps=1000)
+obs, _ = env.reset(seed=1_500_000_000 + task - 1, options={"task_id": task})
+goal, inner = obs["desired_goal"], env.unwrapped.inner
+graph = LandmarkGraph(b.landmarks, b.value_fn, edges=b.edges)
+dcg = graph.distances_to_goal(goal, b.value_fn, b.planner_defaults)[:-1]
+bfs = mazes.bfs_cells(np.asarray(inner.maze_map), inner.xy_to_ij(goal)).astype(float)
+cells = np.array([bfs[inner.xy_to_ij(landmark)] for landmark in b.landmarks])
+ok = np.isfinite(dcg) & (cells >= 0)
+apart = ok & (cells > 2)
+print(f"task {task}: steps per BFS cell (median d_cg/cells) {np.median(dcg[apart] / cells[apart]):.1f}; "
+      f"unreachable landmarks {int((~np.isfinite(dcg)).sum())}")
 print("rank correlation of d_cg and BFS cells:", round(float(np.corrcoef(ranks(dcg[ok]), ranks(cells[ok]))[0, 1]), 3))
-# per BFS cell count: d_cg range
 for c in sorted(set(cells[ok].astype(int))):
     v = dcg[ok & (cells == c)]
     print(f"cells {c:2d}: n={len(v):2d} d_cg min {v.min():6.1f} median {np.median(v):6.1f} max {v.max():6.1f}")
