@@ -9,8 +9,9 @@ import threading
 import numpy as np
 
 from l3p.core.config import PlannerConfig
-from l3p.core.search import (BLOCK_ELEMENTS, ValueFn, check_weights, cut_edges, soft_expectation,
-                             soft_factors, soft_goal_columns, as_nodes, uncut_edges, shortest_paths_hard)
+from l3p.core.search import (BLOCK_ELEMENTS, ValueFn, check_weights, cut_edges, largest_component,
+                             soft_expectation, soft_factors, soft_goal_columns, as_nodes, uncut_edges,
+                             shortest_paths_hard)
 
 
 
@@ -29,6 +30,10 @@ class LandmarkGraph:
     temperature and iterations): those passed to `prepare` for good, the `max_cached` most
     recently used others besides. Memory: soft keeps up to `iterations` iterates of 3 [N, N]
     float64 matrices (80 landmarks, 20 iterations: 3 MB). Thread-safe.
+
+    With `edges` (a bundle's data-supported edges, training/edges.py) only those landmark edges are
+    kept, and the goal joins the graph as the data lets it (`goal_edges`): a learned V calls a
+    landmark behind a wall near the goal as readily as two landmarks on either side of one.
     """
 
     def __init__(self, landmarks: np.ndarray, value_fn: ValueFn, max_cached: int = 8,
@@ -42,6 +47,12 @@ class LandmarkGraph:
         if edges is not None and np.shape(edges) != (n, n):
             raise ValueError(f"edges must have shape [{n}, {n}] (landmark i -> j), got {np.shape(edges)}")
         self._uncut = np.zeros((0, 0))
+        self._supported: np.ndarray | None = None
+        self._joined = np.zeros(0, np.int64)  # landmarks a goal may join through (goal_edges)
+        if edges is not None:
+            self._supported = np.array(edges, bool)
+            np.fill_diagonal(self._supported, False)
+            self._joined = np.flatnonzero(largest_component(self._supported))
         if n > 0:
             values = value_fn(np.repeat(landmarks, n, axis=0), np.tile(landmarks, (n, 1)))
             self._uncut = uncut_edges(values, n, n)
@@ -89,7 +100,24 @@ class LandmarkGraph:
             return np.zeros((r, n))
         # Pair (goal g, landmark i) at row g * n + i.
         values = value_fn(np.tile(self.landmarks, (r, 1)), np.repeat(goals, n, axis=0))
-        return uncut_edges(values, r, n)
+        steps = uncut_edges(values, r, n)
+        joins = self.goal_edges(goals)
+        return steps if joins is None else np.where(joins, steps, np.inf)
+
+    def goal_edges(self, goals: np.ndarray) -> np.ndarray | None:
+        """[R, N] bool: the landmarks that keep an edge to each goal [R, goal_dim]; None (every
+        landmark) without data-supported edges. With them, a goal is reached through its nearest
+        landmark (goal space) among those the supported edges join into one component, from that
+        landmark or from a landmark with a supported edge to it."""
+        if self._supported is None or self._joined.size == 0:
+            return None
+        goals = np.asarray(goals, np.float64)
+        joined = self.landmarks[self._joined].astype(np.float64)
+        # |l|^2 - 2 l.g orders the landmarks by distance to g (|g|^2 is the same along a row).
+        nearest = self._joined[np.argmin((joined ** 2).sum(axis=1)[None] - 2.0 * goals @ joined.T, axis=1)]
+        joins = self._supported[:, nearest].T.copy()
+        joins[np.arange(len(goals)), nearest] = True
+        return joins
 
     def distances_from_steps(self, steps: np.ndarray, config: PlannerConfig) -> np.ndarray:
         """The second half: d_cg [R, N+1] from `steps_to_goals` rows [R, N] (of one call or
@@ -112,8 +140,7 @@ class LandmarkGraph:
         w = np.full((n + 1, n + 1), np.inf)
         if n > 0:
             w[:n, :n] = cut_edges(self._uncut, config.d_max, config.adaptive_cut)
-            values = value_fn(np.ascontiguousarray(nodes[:n]), np.repeat(nodes[n:], n, axis=0))
-            w[:n, n] = cut_edges(uncut_edges(values, n, 1), config.d_max, config.adaptive_cut)[:, 0]
+            w[:n, n] = cut_edges(self.steps_to_goals(nodes[n:], value_fn).T, config.d_max, config.adaptive_cut)[:, 0]
         np.fill_diagonal(w, 0.0)
         return w
 

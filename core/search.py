@@ -95,6 +95,19 @@ def cut_edges(uncut: np.ndarray, d_max: float, adaptive_cut: bool) -> np.ndarray
     return w
 
 
+def largest_component(adjacent: np.ndarray) -> np.ndarray:
+    """[N] bool: the members of the largest strongly connected component of a directed graph
+    [N, N] bool (the first such when several tie; none for N = 0)."""
+    n = len(adjacent)
+    if n == 0:
+        return np.zeros(0, bool)
+    reach = (np.asarray(adjacent, bool) | np.eye(n, dtype=bool)).astype(np.float32)
+    for _ in range(max(1, math.ceil(math.log2(max(n, 2))))):  # transitive closure by squaring
+        reach = ((reach @ reach) > 0).astype(np.float32)
+    both = (reach > 0) & (reach > 0).T
+    return both[int(np.argmax(both.sum(axis=1)))]
+
+
 # -------------------------------------------------------------------------- search
 
 

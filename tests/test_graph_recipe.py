@@ -8,8 +8,9 @@ import pytest
 
 from l3p.core import EpisodePlanner, LandmarkGraph, PlannerConfig
 from l3p.core.bundle_format import BundleError, supported_edges
-from l3p.training.edges import (D_MAX_MARGIN, LOCAL_CUT, SUPPORT_RATIO, connecting_cut, data_graph,
-                                largest_component, near_labels, passages)
+from l3p.core.search import largest_component
+from l3p.training.edges import (D_MAX_MARGIN, LOCAL_CUT, SUPPORT_RATIO, connecting_cut, data_graph, near_labels,
+                                passages)
 
 
 def line_value_fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -63,11 +64,12 @@ def test_the_connecting_cut_and_components() -> None:
     for i, length in enumerate((1.0, 5.0, 2.0)):
         chain[i, i + 1] = chain[i + 1, i] = length
     supported = np.isfinite(chain)
-    assert largest_component(supported) == 4
-    assert largest_component(supported & (chain <= 2)) == 2
+    assert largest_component(supported).tolist() == [True] * 4
+    assert largest_component(supported & (chain <= 2)).tolist() == [True, True, False, False]  # the first of two
     assert connecting_cut(chain, supported) == 5.0
     one_way = supported & np.triu(np.ones((4, 4), bool))
-    assert largest_component(one_way) == 1  # a path one way only joins no two landmarks
+    assert largest_component(one_way).sum() == 1  # a path one way only joins no two landmarks
+    assert largest_component(np.zeros((0, 0), bool)).size == 0
     with pytest.raises(ValueError, match="no supported edge"):
         connecting_cut(chain, np.zeros((4, 4), bool))
 
@@ -90,16 +92,42 @@ def test_unsupported_edges_are_not_in_the_graph() -> None:
     config = PlannerConfig(d_max=5.0, search="hard", adaptive_cut=False)
     everything = LandmarkGraph(landmarks.astype(np.float32), line_value_fn)
     supported = LandmarkGraph(landmarks.astype(np.float32), line_value_fn, edges=graph.supported)
-    goal = np.array([5.5, 4.0])  # 1.5 past the right arm's top, 5.5 from the left arm's: cut at d_max 5
-    # From the left arm's top: across the gap 4 + 1.5; along the U to its bottom right corner (8),
-    # then the goal edge (4.27, within d_max).
-    assert everything.distances_to_goal(goal, line_value_fn, config)[0] == pytest.approx(5.5, abs=1e-5)
-    assert supported.distances_to_goal(goal, line_value_fn, config)[0] == pytest.approx(8 + np.hypot(1.5, 4),
-                                                                                         abs=1e-5)
+    goal = np.array([4.0, 5.5])  # 1.5 above the right arm's top, 5.5 from the left arm's top, 4.27 from the left's
+    # Every pair: from the left arm's top across the gap, 4.27 (within d_max).
+    assert everything.distances_to_goal(goal, line_value_fn, config)[0] == pytest.approx(np.hypot(4, 1.5), abs=1e-5)
+    # The data's: along the U to the right arm's top (12), then the goal edge (1.5).
+    assert supported.distances_to_goal(goal, line_value_fn, config)[0] == pytest.approx(12 + 1.5, abs=1e-5)
     w = supported.episode_weights(goal, line_value_fn, config)
     assert np.isinf(w[0, 6]) and np.isinf(w[6, 0]) and w[0, 1] == pytest.approx(2.0)
     with pytest.raises(ValueError, match=r"edges must have shape \[7, 7\]"):
         LandmarkGraph(landmarks.astype(np.float32), line_value_fn, edges=np.ones((6, 6), bool))
+
+
+def test_the_goal_joins_the_graph_through_the_landmark_nearest_it() -> None:
+    """A goal above the U's right arm: V calls the left arm's top 4.3 steps from it (across the
+    gap), but the data reach it only along the U, so the goal keeps edges from its nearest landmark
+    (the right arm's top) and that landmark's supported predecessors, and from no other."""
+    landmarks, goals, bounds = u_corridor()
+    graph = data_graph(landmarks, goals, bounds, line_value_fn)
+    supported = LandmarkGraph(landmarks.astype(np.float32), line_value_fn, edges=graph.supported)
+    goal = np.array([4.0, 5.5])
+    assert np.flatnonzero(supported.goal_edges(goal[None])[0]).tolist() == [5, 6]
+    config = PlannerConfig(d_max=5.0, search="hard")
+    w = supported.episode_weights(goal, line_value_fn, config)
+    assert np.isfinite(w[:7, 7]).nonzero()[0].tolist() == [5, 6]
+    assert w[6, 7] == pytest.approx(1.5) and w[5, 7] == pytest.approx(3.5)
+    # The batched start (a server's) gives the same goal column as one episode's.
+    two = supported.distances_to_goals(np.array([goal, [0.0, 5.5]], np.float32), line_value_fn, config)
+    np.testing.assert_allclose(two[0], supported.distances_to_goal(goal, line_value_fn, config))
+    assert two[1][0] == pytest.approx(1.5) and two[1][6] == pytest.approx(12 + 1.5)
+    # Only landmarks the supported edges join can take the goal: a landmark off the U, nearest the
+    # goal but never passed from or to, is skipped for the U's nearest.
+    stray = np.vstack([landmarks, [[4.0, 5.4]]]).astype(np.float32)
+    edges = np.zeros((8, 8), bool)
+    edges[:7, :7] = graph.supported
+    assert np.flatnonzero(LandmarkGraph(stray, line_value_fn, edges=edges).goal_edges(goal[None])[0]).tolist() == [5, 6]
+    # Without data edges every landmark keeps its edge to the goal (cut by d_max alone).
+    assert LandmarkGraph(landmarks.astype(np.float32), line_value_fn).goal_edges(goal[None]) is None
 
 
 def line_world(local_d: float):

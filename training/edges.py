@@ -5,7 +5,9 @@ A learned value V can call two landmarks on either side of a wall close; the dat
 that wall. So an edge i -> j is kept only where an episode of the dataset (offline) or the replay
 (online) passes from near landmark i to near landmark j in at most ``SUPPORT_RATIO`` x V(l_i, l_j)
 steps. "Near" is within half the median nearest-neighbour distance between the landmarks (goal
-space): each recorded step is labelled with its nearest landmark when that close.
+space): each recorded step is labelled with its nearest landmark when that close. The server's
+graph holds those edges, and an episode's goal joins it through its nearest landmark in the
+edges' component (`LandmarkGraph.goal_edges`).
 
 d_max then follows from the graph, not from a sweep: d_connect is the shortest cut at which the
 supported edges join every landmark they join at all (one strongly connected component), and the
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from l3p.core.search import largest_component
 
 SUPPORT_RATIO = 1.5  # a passage may take this many times V's steps (recorded paths are not shortest)
 D_MAX_MARGIN = 1.5  # served d_max = this x d_connect
@@ -97,16 +101,6 @@ def landmark_values(landmarks: np.ndarray, value_fn: ValueFn) -> np.ndarray:
     return w
 
 
-def largest_component(adjacent: np.ndarray) -> int:
-    """Size of the largest strongly connected component of a directed graph [N, N] bool."""
-    n = len(adjacent)
-    reach = (adjacent | np.eye(n, dtype=bool)).astype(np.float32)
-    for _ in range(max(1, int(np.ceil(np.log2(max(n, 2)))))):  # transitive closure by squaring
-        reach = ((reach @ reach) > 0).astype(np.float32)
-    both = (reach > 0) & (reach > 0).T
-    return int(both.sum(axis=1).max()) if n else 0
-
-
 def connecting_cut(w: np.ndarray, supported: np.ndarray) -> float:
     """The shortest cut d at which the supported edges with V <= d join as many landmarks in one
     strongly connected component as all supported edges do."""
@@ -114,11 +108,11 @@ def connecting_cut(w: np.ndarray, supported: np.ndarray) -> float:
     lengths = np.unique(w[edges])
     if lengths.size == 0:
         raise ValueError("no supported edge: the data never passes from one landmark to another")
-    target = largest_component(edges)
+    target = int(largest_component(edges).sum())
     low, high = 0, lengths.size - 1  # lengths[high] joins them: the whole supported graph
     while low < high:
         mid = (low + high) // 2
-        if largest_component(edges & (w <= lengths[mid])) >= target:
+        if largest_component(edges & (w <= lengths[mid])).sum() >= target:
             high = mid
         else:
             low = mid + 1
