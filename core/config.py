@@ -13,8 +13,6 @@ from l3p.core.names import MIN_TEMPERATURE, OPTIONS
 PRUNE_AT_STEPS = 1.0
 PRUNE_MIN_STEPS = 3.0
 PRUNE_PROGRESS = 0.5
-# follow_edges: the state is at a landmark when D to it is at most this many steps.
-AT_STEPS = PRUNE_MIN_STEPS
 # prune_loops: a landmark picked again within this many re-plans, the way left no shorter, is a loop.
 LOOP_REPLANS = 6
 
@@ -63,12 +61,13 @@ class PlannerConfig:
     # supports them (a bundle's data-supported edges, `LandmarkGraph`): landmarks, and the goal
     # while a landmark is usable, whose D from the state exceeds local_cut * d_max are cut.
     local_cut: float = 1.0
-    # Extension beyond Algorithm 1 (mode l3p). With a local cut shorter than the graph's, the route's
-    # next hop from the landmark the agent has reached is cut, and the agent alternates between
-    # neighbours. With follow_edges the landmarks the episode's graph connects from an anchor (the
-    # landmark nearest the state when D to it is at most AT_STEPS, and the subgoal being replaced
-    # when it was reached) are candidates whatever their D from the state: where the agent may go
-    # next is decided by the graph's landmark edges, as the route was.
+    # Extension beyond Algorithm 1 (mode l3p). A short D from the state to a landmark across a wall
+    # makes a hop the data never made, and with a local cut shorter than the graph's the route's next
+    # hop from a reached landmark is cut. With follow_edges every hop is an edge of the episode's
+    # graph: the state counts as at its anchors (the landmark nearest it by D, and the subgoal being
+    # replaced when it was reached), and the candidates are the nearest landmark and the landmarks
+    # and goal the anchors have edges to, whatever their D from the state; the local cut then applies
+    # to the goal's local_horizon shortcut alone.
     follow_edges: bool = False
     # Extension beyond Algorithm 1 (mode l3p). A route the agent cannot follow (a hop it cannot make
     # that the distances call short) brings it back to where it was: a landmark picked again within

@@ -26,9 +26,11 @@ subgoal index -1 means "the final goal".
    ``counter = min(round(d_sc[pick]) + counter_extra, ceil(d_max))`` steps (0 when
    nothing is reachable and the goal is pursued with a non-finite estimate).
    With ``local_cut`` < 1 (an extension) distances from the state are cut at local_cut * d_max
-   while graph edges are cut at d_max; with ``follow_edges`` (an extension, l3p) the landmarks
-   the episode's graph connects from the landmark the state is at stay candidates whatever
-   their distance from the state, so the local cut and the graph's agree on the route's next hop.
+   while graph edges are cut at d_max; with ``follow_edges`` (an extension, l3p) every hop is
+   an edge of the episode's graph: the state counts as at its nearest landmark by D (and at the
+   subgoal being replaced, when it was reached), and the candidates are that landmark and the
+   landmarks and goal those anchors have edges to, whatever their distance from the state (the
+   goal also within local_horizon), so a short D across a wall is never a hop.
    With ``prune_loops`` (an extension, l3p) a landmark picked again within a few re-plans without
    the estimate of the rest of the way having fallen is pruned like a failed subgoal.
    With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
@@ -51,7 +53,7 @@ from typing import Callable
 
 import numpy as np
 
-from l3p.core.config import AT_STEPS, LOOP_REPLANS, PRUNE_AT_STEPS, PRUNE_MIN_STEPS, PRUNE_PROGRESS, PlannerConfig
+from l3p.core.config import LOOP_REPLANS, PRUNE_AT_STEPS, PRUNE_MIN_STEPS, PRUNE_PROGRESS, PlannerConfig
 from l3p.core.landmarks import LandmarkGraph
 from l3p.core.names import GOAL
 from l3p.core.search import ValueFn, as_nodes, solve_to_goal, distances_to_goal, pairwise_graph
@@ -271,10 +273,18 @@ class EpisodePlanner:
         """d_sc + d_cg over the candidates, inf where a candidate is excluded (see the module)."""
         cfg, n = self.config, self._n
         total = np.add(d_sc, self._d_cg, out=self._total)
-        excluded = d_sc[:n] > cfg.local_d_max  # unreliable local D
-        if cfg.mode == "l3p" and cfg.follow_edges and n > 0:
-            for anchor in self._anchors(d_sc):  # the route goes on from there by the graph's edges
-                excluded &= ~np.isfinite(self._episode_weights()[anchor, :n])
+        follow = cfg.mode == "l3p" and cfg.follow_edges and n > 0
+        if follow:  # the route goes on from the anchors by the graph's edges, and nowhere else
+            w = self._episode_weights()
+            anchors = self._anchors(d_sc)
+            excluded = np.ones(n, bool)
+            excluded[anchors[0]] = False  # the nearest landmark itself
+            for anchor in anchors:
+                excluded &= ~np.isfinite(w[anchor, :n])
+            goal_cut = not any(np.isfinite(w[anchor, n]) for anchor in anchors)
+        else:
+            excluded = d_sc[:n] > cfg.local_d_max  # unreliable local D
+            goal_cut = d_sc[n] > cfg.local_d_max
         if cfg.mode == "l3p" and self._subgoal != GOAL:
             excluded[self._subgoal] = True  # never re-pick the subgoal being replaced
         if cfg.mode == "l3p" and cfg.require_progress and self._bound != GOAL:
@@ -283,18 +293,15 @@ class EpisodePlanner:
             excluded |= self._pruned
             excluded |= d_sc[:n] < PRUNE_AT_STEPS  # already there
         np.copyto(total[:n], np.inf, where=excluded)
-        if d_sc[n] > cfg.local_d_max and np.isfinite(total[:n]).any():
+        if goal_cut and np.isfinite(total[:n]).any():
             total[n] = np.inf  # a far goal is cut like a landmark while one is usable
         return total
 
     def _anchors(self, d_sc: np.ndarray) -> list[int]:
-        """follow_edges: the landmarks the state is at: the nearest by D when within AT_STEPS, and
-        the subgoal being replaced when it was reached (not `_failed`: as near as its pursuit got)."""
-        n = self._n
-        anchors = []
-        nearest = int(np.argmin(d_sc[:n]))
-        if d_sc[nearest] <= AT_STEPS:
-            anchors.append(nearest)
+        """follow_edges: the landmarks the state counts as at: the nearest by D (first), and the
+        subgoal being replaced when it was reached (not `_failed`: as near as its pursuit got)."""
+        nearest = int(np.argmin(d_sc[:self._n]))
+        anchors = [nearest]
         if self._subgoal != GOAL and self._subgoal != nearest and not self._failed(d_sc[self._subgoal]):
             anchors.append(self._subgoal)
         return anchors
