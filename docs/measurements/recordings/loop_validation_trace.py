@@ -15,7 +15,7 @@ env = open_env(b.env_id, max_steps=1000)
 plan = episode_plan(env, b.env_id, n, 1_500_000_000, "far", 10)
 graph = LandmarkGraph(b.landmarks, b.value_fn, edges=b.edges)
 cfg = b.planner_defaults.replace(**over)
-wins = 0
+wins = reached = 0
 for seed, pair in plan:
     obs, _ = env.reset(seed=seed, options=reset_options(pair))
     ep = EpisodePlanner(graph, obs["desired_goal"], b.value_fn, cfg, seed=seed)
@@ -26,6 +26,6 @@ for seed, pair in plan:
         d = float(np.linalg.norm(obs["achieved_goal"] - goal)); dists.append(d)
         if info.get("success"):
             inside += 1; first = t if first is None else first
-    ok = bool(info.get("success")); wins += ok
+    ok = bool(info.get("success")); wins += ok; reached += first is not None
     print(seed, pair, "success" if ok else "FAIL", f"first_in={first} steps_inside={inside} final={d:.2f} min={min(dists):.2f} last100_mean={np.mean(dists[-100:]):.2f}", flush=True)
-print("wins", wins, "of", n)
+print("wins", wins, "reached", reached, "of", n)
