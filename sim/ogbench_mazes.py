@@ -193,11 +193,20 @@ class OGBenchMaze(gym.Env):
         self._reached = False
 
 
+class OGBenchAntMaze(OGBenchMaze):
+    """The ant's maze: its 29-d observation is x, y, z, then the torso's quaternion (w, x, y, z), so it
+    declares where an ant on its back shows (`l3p.sim.envs.GoalEnvAdapter.fallen`): ``l3p eval`` counts
+    falls and training can make one a failure."""
+
+    l3p_torso_quat_index = 3
+
+
 def register() -> None:
     for robot in ROBOTS:
+        entry = "OGBenchAntMaze" if robot == "ant" else "OGBenchMaze"
         for maze in MAZES:
             if env_id(maze, robot) not in gym.registry:
-                gym.register(env_id(maze, robot), entry_point=f"{__name__}:OGBenchMaze", max_episode_steps=MAX_STEPS,
+                gym.register(env_id(maze, robot), entry_point=f"{__name__}:{entry}", max_episode_steps=MAX_STEPS,
                              kwargs={"maze": maze, "robot": robot})
 
 

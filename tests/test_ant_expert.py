@@ -16,7 +16,7 @@ from l3p.core.errors import L3PError
 from l3p.core.mlp_policy import MLPPolicy, PolicyFileError, load_mlp_policy, save_mlp_policy
 from l3p.sim import mazes
 from l3p.sim.datasets import dataset_spec, generate, steer, write
-from l3p.sim.envs import env_spec, make_env
+from l3p.sim.envs import env_spec, goal_adapter, make_env
 
 ogbench = pytest.importorskip("ogbench")
 
@@ -62,6 +62,14 @@ def test_the_antmaze_is_ogbenchs_env_its_tasks_and_its_success_flag(maze):
     a = ours.reset(seed=7, options={"task_id": 3})[0]
     b = ours.reset(seed=7, options={"task_id": 3})[0]
     np.testing.assert_array_equal(a["observation"], b["observation"])  # a pure function of the seed
+    adapter = goal_adapter(ours)  # x, y, z, then the torso's quaternion (w, x, y, z)
+    assert adapter.torso_quat_index == 3 and not adapter.fallen(a["observation"])
+    on_its_back = a["observation"].copy()
+    on_its_back[3:7] = [0.0, 1.0, 0.0, 0.0]  # half a turn about x
+    assert adapter.fallen(on_its_back)
+    point = make_env(f"ogbench/pointmaze-{maze}-v0")
+    assert not goal_adapter(point).can_fall
+    point.close()
     centre = np.array(u.inner.ij_to_xy(u.task_cells(3)[1]), np.float64)  # 2 from every wall of its cell
     for offset, success in ((0.3, 1.0), (1.0, 0.0)):  # the ant's tolerance is 0.5 (the point's 1.0)
         ours.reset(seed=7, options={"task_id": 3})
