@@ -53,6 +53,8 @@ class LandmarkGraph:
             self._supported = np.array(edges, bool)
             np.fill_diagonal(self._supported, False)
             self._joined = np.flatnonzero(largest_component(self._supported))
+        self._joined_at = landmarks[self._joined].astype(np.float64)  # their goal-space points
+        self._joined_sq = (self._joined_at ** 2).sum(axis=1)
         if n > 0:
             values = value_fn(np.repeat(landmarks, n, axis=0), np.tile(landmarks, (n, 1)))
             self._uncut = uncut_edges(values, n, n)
@@ -112,9 +114,8 @@ class LandmarkGraph:
         if self._supported is None or self._joined.size == 0:
             return None
         goals = np.asarray(goals, np.float64)
-        joined = self.landmarks[self._joined].astype(np.float64)
         # |l|^2 - 2 l.g orders the landmarks by distance to g (|g|^2 is the same along a row).
-        nearest = self._joined[np.argmin((joined ** 2).sum(axis=1)[None] - 2.0 * goals @ joined.T, axis=1)]
+        nearest = self._joined[np.argmin(self._joined_sq[None] - 2.0 * goals @ self._joined_at.T, axis=1)]
         joins = self._supported[:, nearest].T.copy()
         joins[np.arange(len(goals)), nearest] = True
         return joins

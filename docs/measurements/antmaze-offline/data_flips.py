@@ -9,9 +9,10 @@ import sys
 import numpy as np
 
 from l3p.core.dataset import load_dataset
-from l3p.sim.envs import GoalEnvAdapter
+from l3p.sim.envs import class_adapter
+from l3p.sim.ogbench_mazes import OGBenchAntMaze
 
-ANT = GoalEnvAdapter(torso_quat_index=3)  # OGBench's ant observes x, y, z, then the torso's (w, x, y, z)
+ANT = class_adapter(OGBenchAntMaze)  # where the ant's torso quaternion sits in its observation
 
 for path in sys.argv[1:]:
     ds = load_dataset(path)

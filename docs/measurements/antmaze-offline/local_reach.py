@@ -11,13 +11,12 @@ import numpy as np
 from l3p.clients.protocol import open_env
 from l3p.core.dataset import load_dataset
 from l3p.serving.bundle import load_bundle
-from l3p.sim.envs import GoalEnvAdapter
-
-ANT = GoalEnvAdapter(torso_quat_index=3)  # OGBench's ant observes x, y, z, then the torso's (w, x, y, z)
+from l3p.sim.envs import goal_adapter
 
 bundle, data, k, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 b, ds = load_bundle(bundle), load_dataset(data)
 env = open_env(b.env_id, max_steps=10 * k)
+on_its_back = goal_adapter(env).fallen  # the ant declares its torso (sim/ogbench_mazes.py)
 env.reset(seed=0)
 maze = env.unwrapped
 rng = np.random.default_rng(7)
@@ -27,7 +26,7 @@ for i in range(n):
     while True:  # an upright start (a flipped ant in the data never rights itself)
         first, last = bounds[rng.integers(len(bounds))]
         t = int(rng.integers(first, last - k))
-        if not ANT.fallen(ds.observations[t]):
+        if not on_its_back(ds.observations[t]):
             break
     state, goal = ds.observations[t], ds.achieved_goals[t + k]
     env.reset(seed=i)
@@ -39,6 +38,6 @@ for i in range(n):
             reached += 1
             steps.append(s + 1)
             break
-    flipped += bool(ANT.fallen(obs["observation"]))
+    flipped += bool(on_its_back(obs["observation"]))
 print(f"{bundle} on {data}: goals {k} data steps ahead: reached {reached} of {n} (median {int(np.median(steps)) if steps else '-'} "
       f"steps), flipped over {flipped}")

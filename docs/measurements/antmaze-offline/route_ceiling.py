@@ -13,9 +13,7 @@ import numpy as np
 
 from l3p.clients.protocol import episode_plan, open_env
 from l3p.serving.bundle import load_bundle
-from l3p.sim.envs import GoalEnvAdapter
-
-ANT = GoalEnvAdapter(torso_quat_index=3)  # OGBench's ant observes x, y, z, then the torso's (w, x, y, z)
+from l3p.sim.envs import goal_adapter
 
 ap = argparse.ArgumentParser()
 ap.add_argument("bundle")
@@ -24,6 +22,7 @@ ap.add_argument("--snap", action="store_true", help="the nearest landmark to eac
 a = ap.parse_args()
 b = load_bundle(a.bundle)
 env = open_env(b.env_id, max_steps=1000)
+on_its_back = goal_adapter(env).fallen  # the ant declares its torso (sim/ogbench_mazes.py)
 wins: dict[int, int] = {}
 fallen, path, steps = 0, 0.0, 0
 for seed, task in episode_plan(env, b.env_id, a.episodes, 1_500_000_000, "tasks"):
@@ -43,7 +42,7 @@ for seed, task in episode_plan(env, b.env_id, a.episodes, 1_500_000_000, "tasks"
         steps += 1
         if info["success"]:
             break
-    flipped = bool(ANT.fallen(obs["observation"]))
+    flipped = bool(on_its_back(obs["observation"]))
     wins[task] = wins.get(task, 0) + bool(info["success"])
     fallen += flipped
     print(seed, task, "success" if info["success"] else "failure", t + 1, "steps", "fallen" if flipped else "", flush=True)
