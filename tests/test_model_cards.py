@@ -220,6 +220,31 @@ def test_the_ogbench_results_page_is_the_offline_models_evaluations():
             assert int(pct) == round(100 * mode["successes"] / mode["episodes"]), (name, variant)
 
 
+def test_the_ogbench_ant_rows_are_the_ant_cards_files():
+    """docs/results/ogbench.md's ant table: the served seed's variants and the mean ± std (worst) over
+    its training seeds are models/antmaze-giant-stitch's eval_heldout.json and seeds/."""
+    text = (ROOT / "docs" / "results" / "ogbench.md").read_text()
+    section = text[text.index("## The ant: antmaze-giant-stitch"):]
+    model = ROOT / "models" / "antmaze-giant-stitch"
+    served = json.loads((model / EVAL).read_text())["modes"]
+    rows = re.findall(r"^\| [^|]*`(\w+)` \(ours\) \| (?:\*\*)?(\d+) / (\d+) \((\d+) %\)(?:\*\*)? \|",
+                      section, re.MULTILINE)
+    assert [r[0] for r in rows] == ["l3p", "naive", "policy"]
+    for variant, k, n, pct in rows:
+        mode = served[variant]
+        assert (int(k), int(n), int(pct)) == (mode["successes"], mode["episodes"],
+                                              round(100 * mode["successes"] / mode["episodes"])), variant
+    reports = [served] + [json.loads(p.read_text())["modes"] for p in sorted((model / "seeds").glob(f"*/{EVAL}"))]
+    assert len(reports) == 3
+    for label, variant in (("`l3p` mean ± std", "l3p"), ("its actor alone", "policy")):
+        row = next(line for line in section.splitlines() if line.startswith(f"| the ant's recipe, {label}"))
+        rates = [100 * r[variant]["successes"] / r[variant]["episodes"] for r in reports]
+        mean, std = mean_and_population_std(rates)
+        assert f"{mean:.1f} ± {std:.1f} %" in row, row
+        if variant == "l3p":
+            assert f"(worst {min(rates):.0f} %)" in row, row
+
+
 def mean_and_population_std(values: list[float]) -> tuple[float, float]:
     mean = sum(values) / len(values)
     return mean, (sum((x - mean) ** 2 for x in values) / len(values)) ** 0.5

@@ -173,11 +173,13 @@ def export_of(provenance: dict) -> dict:
             "graph": flag.get("--graph", "all")}
 
 
-@pytest.mark.parametrize("maze", ["large", "giant"])
-def test_the_recipe_file_makes_the_shipped_stitch_model_and_its_other_seeds(maze):
-    """configs/ogbench-offline.toml with a maze's dataset is the card's recipe: every training seed's
-    config (the served one and seeds/<seed>/) is the file's, seed aside, and each bundle was exported
-    by the file's export keys."""
+@pytest.mark.parametrize("recipe,model", [("ogbench-offline", "pointmaze-large-stitch"),
+                                          ("ogbench-offline", "pointmaze-giant-stitch"),
+                                          ("ogbench-antmaze-offline", "antmaze-giant-stitch")])
+def test_the_recipe_file_makes_the_shipped_offline_model_and_its_other_seeds(recipe, model):
+    """configs/<recipe>.toml with a model's dataset is the card's recipe: every training seed's config
+    (the served one and seeds/<seed>/) is the file's, seed aside, and each bundle was exported by the
+    file's export keys."""
     import argparse
 
     from l3p.core.bundle_format import read_manifest
@@ -186,12 +188,14 @@ def test_the_recipe_file_makes_the_shipped_stitch_model_and_its_other_seeds(maze
 
     parser = argparse.ArgumentParser()
     add_train_arguments(parser)
-    cfg = train_config(parser.parse_args(["--config", str(ROOT / "configs" / "ogbench-offline.toml"),
-                                          "--env", f"ogbench/pointmaze-{maze}-v0",
-                                          "--set", f"dataset=data/pointmaze-{maze}-stitch-v0.npz"]))
-    model = ROOT / "models" / f"pointmaze-{maze}-stitch"
-    manifests = [read_manifest(model)] + [json.loads(p.read_text()) for p in sorted(model.glob("seeds/*/manifest.json"))]
-    assert len(manifests) >= 4
+    robot, maze, _ = model.split("-")
+    cfg = train_config(parser.parse_args(["--config", str(ROOT / "configs" / f"{recipe}.toml"),
+                                          "--env", f"ogbench/{robot}-{maze}-v0",
+                                          "--set", f"dataset=data/{model}-v0.npz"]))
+    model_dir = ROOT / "models" / model
+    manifests = [read_manifest(model_dir)] + [json.loads(p.read_text())
+                                              for p in sorted(model_dir.glob("seeds/*/manifest.json"))]
+    assert len(manifests) >= 3
     for manifest in manifests:
         prov = manifest["provenance"]
         trained = TrainConfig.from_dict(prov["config"])
