@@ -6,7 +6,9 @@ the mean speed (m per step) over all episodes.
 
 VARIANT: served (the bundle's planner); farthest (from the pick, the route's next landmarks while
 the state reaches them directly, D <= d_max: the farthest); successor (the route's next landmark
-after the landmark nearest the state by D, chosen afresh each re-plan). KEY=VALUE: planner overrides
+after the landmark nearest the state by D, chosen afresh each re-plan); sight (a diagnostic that uses
+the maze's walls, which no served planner knows: only the data edges whose straight segment stays
+``margin`` m clear of every wall cell, KEY margin=M, default 0). KEY=VALUE: planner overrides
 (e.g. mode=naive). The outputs' first lines were measured with the planner before commit 3d26ae5, whose
 follow_edges took the nearest landmark as an anchor only within 3 steps (at6: within 6).
 """
@@ -51,15 +53,34 @@ if variant == "farthest":
     E.EpisodePlanner._choose = farthest
 elif variant == "successor":
     E.EpisodePlanner._choose = successor
-elif variant != "served":
+elif variant not in ("served", "sight"):
     raise SystemExit(f"unknown variant {variant!r}")
 overrides = {}
 for kv in sys.argv[4:]:
     key, value = kv.split("=")
     overrides[key] = value == "true" if value in ("true", "false") else (float(value) if value[0].isdigit() else value)
+
+
+def clear_of_walls(edges: np.ndarray, landmarks: np.ndarray, env, margin: float) -> np.ndarray:
+    """The edges whose straight segment stays ``margin`` m clear of every wall cell (4 m squares)."""
+    env.reset(seed=0)
+    inner = env.unwrapped.inner
+    layout = np.asarray(inner.maze_map)
+    walls = np.array([inner.ij_to_xy((i, j)) for i, j in zip(*np.nonzero(layout == 1))])
+    kept = np.array(edges, bool)
+    t = np.linspace(0.0, 1.0, 25)[:, None]
+    for i, j in np.argwhere(kept):
+        points = landmarks[i] + t * (landmarks[j] - landmarks[i])
+        kept[i, j] = not (np.abs(points[:, None, :] - walls[None]) < 2.0 + margin).all(-1).any()
+    print(f"edges clear of the walls by {margin} m: {int(kept.sum())} of {int(np.sum(edges))}")
+    return kept
+
+
+margin = float(overrides.pop("margin", 0.0))
 b = load_bundle(bundle)
 env = open_env(b.env_id, max_steps=1000)
-graph = LandmarkGraph(b.landmarks, b.value_fn, edges=b.edges)
+edges = clear_of_walls(b.edges, np.asarray(b.landmarks), env, margin) if variant == "sight" else b.edges
+graph = LandmarkGraph(b.landmarks, b.value_fn, edges=edges)
 wins, path, steps = 0, 0.0, 0
 for seed, task in episode_plan(env, b.env_id, episodes, 1_500_000_000, "tasks"):
     obs, _ = env.reset(seed=seed, options={"task_id": task})
