@@ -6,7 +6,8 @@ the mean speed (m per step) over all episodes.
 
 VARIANT: served (the bundle's planner); farthest (from the pick, the route's next landmarks while
 the state reaches them directly, D <= d_max: the farthest); successor (the route's next landmark
-after the landmark nearest the state by D, chosen afresh each re-plan); sight (a diagnostic that uses
+after the landmark nearest the state by D, chosen afresh each re-plan); past (the pick and its
+counter as served, but the actor is given the route's next landmark past the pick); sight (a diagnostic that uses
 the maze's walls, which no served planner knows: only the data edges whose straight segment stays
 ``margin`` m clear of every wall cell, KEY margin=M, default 0). KEY=VALUE: planner overrides
 (e.g. mode=naive). The outputs' first lines were measured with the planner before commit 3d26ae5, whose
@@ -48,17 +49,38 @@ def successor(self, total):
     return next_on_route(self, int(np.argmin(self._d_sc[:self._n])))
 
 
+served_replan, served_prepare = E.EpisodePlanner._replan, E.EpisodePlanner.prepare
+
+
+def past_replan(self, output):
+    r = served_replan(self, output)
+    row = self._n if r.subgoal_index == E.GOAL else r.subgoal_index
+    self._past = row if row == self._n else next_on_route(self, row)
+    return E.StepResult(np.asarray(output[1])[self._past], r.subgoal, r.subgoal_index, r.replanned, r.counter,
+                        r.estimated_distance)
+
+
+def past_prepare(self, obs):
+    need = served_prepare(self, obs)
+    if need.fn == E.POLICY and self.config.mode == "l3p" and getattr(self, "_past", None) is not None:
+        return E.Inference(E.POLICY, need.obs, self._nodes[self._past:self._past + 1])
+    return need
+
+
 bundle, episodes, variant = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if variant == "farthest":
     E.EpisodePlanner._choose = farthest
 elif variant == "successor":
     E.EpisodePlanner._choose = successor
+elif variant == "past":
+    E.EpisodePlanner._replan, E.EpisodePlanner.prepare = past_replan, past_prepare
 elif variant not in ("served", "sight"):
     raise SystemExit(f"unknown variant {variant!r}")
 overrides = {}
 for kv in sys.argv[4:]:
     key, value = kv.split("=")
-    overrides[key] = value == "true" if value in ("true", "false") else (float(value) if value[0].isdigit() else value)
+    overrides[key] = (value == "true" if value in ("true", "false") else int(value) if value.isdigit()
+                      else float(value) if value[0].isdigit() else value)
 
 
 def clear_of_walls(edges: np.ndarray, landmarks: np.ndarray, env, margin: float) -> np.ndarray:
