@@ -21,6 +21,7 @@ import l3p.core.episode as E
 from l3p.clients.protocol import episode_plan, open_env
 from l3p.core.landmarks import LandmarkGraph
 from l3p.serving.bundle import load_bundle
+from l3p.sim import mazes
 
 served_choose = E.EpisodePlanner._choose
 
@@ -84,16 +85,15 @@ for kv in sys.argv[4:]:
 
 
 def clear_of_walls(edges: np.ndarray, landmarks: np.ndarray, env, margin: float) -> np.ndarray:
-    """The edges whose straight segment stays ``margin`` m clear of every wall cell (4 m squares)."""
+    """The edges whose straight segment stays ``margin`` m clear of every wall cell."""
     env.reset(seed=0)
-    inner = env.unwrapped.inner
-    layout = np.asarray(inner.maze_map)
-    walls = np.array([inner.ij_to_xy((i, j)) for i, j in zip(*np.nonzero(layout == 1))])
+    walls = np.array(mazes.wall_rectangles(mazes.maze_map(env), mazes.maze_scaling(env), mazes.maze_origin(env)))
+    low, high = walls[:, :2] - margin, walls[:, :2] + walls[:, 2:] + margin
     kept = np.array(edges, bool)
     t = np.linspace(0.0, 1.0, 25)[:, None]
     for i, j in np.argwhere(kept):
-        points = landmarks[i] + t * (landmarks[j] - landmarks[i])
-        kept[i, j] = not (np.abs(points[:, None, :] - walls[None]) < 2.0 + margin).all(-1).any()
+        points = (landmarks[i] + t * (landmarks[j] - landmarks[i]))[:, None, :]
+        kept[i, j] = not ((points > low) & (points < high)).all(-1).any()
     print(f"edges clear of the walls by {margin} m: {int(kept.sum())} of {int(np.sum(edges))}")
     return kept
 
