@@ -67,6 +67,33 @@ def test_the_dataset_becomes_the_replay(dataset, tmp_path):
     random = b.bc_mask == 0
     assert 0.25 < random.mean() < 0.35  # random_goal_p of all goals
     np.testing.assert_array_equal(b.reward, trainer.env.compute_reward(b.ag_next, b.goal))
+    assert b.actor_goal is None
+
+
+def test_actor_goal_steps_gives_the_actor_near_goals_of_its_own_recording(dataset, tmp_path):
+    trainer = OfflineTrainer(tiny_cfg(dataset, 40, actor_goal_steps=5), tmp_path)
+    d = load_dataset(dataset)
+    b = trainer.replay.sample(4000, np.random.default_rng(0), trainer.reward_fn, 0.5, 200, in_sample=True,
+                              random_goal_p=0.3, actor_goal_steps=5)
+    rows = {tuple(o): k for k, o in enumerate(d.observations.tolist())}
+    ahead = []
+    for i in range(300):
+        k = rows[tuple(b.obs[i].tolist())]
+        episode_end = 60 * (k // 60 + 1)
+        later = [j - k for j in range(k + 1, min(k + 6, episode_end)) if (d.achieved_goals[j] == b.actor_goal[i]).all()]
+        assert later, f"sample {i}: the actor's goal is not 1..5 steps ahead in its recording"
+        ahead.append(later[0])
+    assert set(ahead) == {1, 2, 3, 4, 5}
+    assert (b.bc_mask == 1).all()  # every actor goal lies on its own trajectory: the behaviour term everywhere
+    assert 0.25 < (np.linalg.norm(b.goal - b.ag, axis=1) > 5).mean()  # the critic keeps its far and random goals
+    # The learner's actor loss is the behaviour-regularized one on the actor's goals.
+    agent, cfg = trainer.agent, trainer.cfg
+    t = {k: torch.as_tensor(v) for k, v in vars(b).items() if v is not None}
+    expected = losses.offline_actor_loss(agent.actor, agent.critic, t["obs"], t["actor_goal"], t["action"], t["bc_mask"],
+                                         cfg.gamma, cfg.bc_alpha)
+    torch.testing.assert_close(agent._actor_loss(t), expected)
+    with pytest.raises(ValueError, match="actor_goal_steps must be >= 1 or null, got 0"):
+        preset("ogbench/pointmaze-large-v0").replace(actor_goal_steps=0)
 
 
 def test_episodes_of_different_lengths_are_cut_into_equal_windows(dataset):

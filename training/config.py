@@ -138,6 +138,10 @@ class TrainConfig:
     expectile: float = documented(0.9, "the critic's expectile over recorded continuations (0.5: the mean)")
     bc_alpha: float = documented(2.5, "actor: maximize (bc_alpha / mean|Q|) Q minus the distance to the data's "
                                  "action")
+    actor_goal_steps: int | None = documented(None, "offline: the actor's goals are achieved goals 1..k steps ahead "
+                                              "in the same recording, its behaviour term on every sample (the "
+                                              "planner hands it subgoals within d_max); null: the critic's goals, "
+                                              "the behaviour term only where they came from the same recording")
     random_goal_p: float = documented(0.2, "offline critic goals drawn from anywhere in the data (they teach what "
                                       "is far)")
     landmarks_after_updates: int = documented(20_000, "offline: clusters start once the latent space has trained "
@@ -200,6 +204,8 @@ class TrainConfig:
         if not (0.0 <= self.random_goal_p and self.random_goal_p + used <= 1.0 + 1e-12):  # 1.0 - 0.8 < 0.2 in floats
             raise ValueError(f"random_goal_p must be >= 0 with relabel_p + random_goal_p <= 1, got "
                              f"{self.random_goal_p!r} (relabel_p {self.relabel_p!r})")
+        if self.actor_goal_steps is not None and self.actor_goal_steps < 1:
+            raise ValueError(f"actor_goal_steps must be >= 1 or null, got {self.actor_goal_steps!r}")
         if self.offline_window_steps is not None and self.offline_window_steps < 3:
             raise ValueError(f"offline_window_steps must be >= 3 or null, got {self.offline_window_steps!r}")
         if self.max_episode_steps is not None and self.max_episode_steps < 2:

@@ -9,7 +9,9 @@ that can fall), a transition into a failed state is marked, whatever its goal.
 Offline (a recorded dataset, ``in_sample=True``), a sample also carries the action the data took
 next (so the critic bootstraps only through recorded actions), a fraction ``random_goal_p`` of the
 goals are achieved goals drawn from anywhere in the data (they teach the critic what is far), and
-``bc_mask`` marks the samples whose goal came from their own trajectory.
+``bc_mask`` marks the samples whose goal came from their own trajectory. With ``actor_goal_steps``
+the actor gets goals of its own, each 1..k steps ahead in the same trajectory (all in ``bc_mask``):
+the planner hands it nearby subgoals, so it learns on those rather than on the critic's far goals.
 """
 from __future__ import annotations
 
@@ -46,7 +48,8 @@ class Batch:
     reward: np.ndarray
     failed: np.ndarray  # 1.0 where obs_next is a failed state (a fall), else 0.0
     action_next: np.ndarray | None = None  # in-sample: the recorded action at obs_next
-    bc_mask: np.ndarray | None = None      # in-sample: 1.0 where the goal came from the same trajectory
+    bc_mask: np.ndarray | None = None      # in-sample: 1.0 where the actor's goal came from the same trajectory
+    actor_goal: np.ndarray | None = None   # in-sample with actor_goal_steps: the actor's own goals (else goal)
 
 
 class EpisodeReplay:
@@ -73,7 +76,7 @@ class EpisodeReplay:
 
     def sample(self, batch_size: int, rng: np.random.Generator, reward_fn: RewardFn,
                relabel_p: float = 0.8, future_step: int = 50, failed_fn: FailedFn | None = None,
-               in_sample: bool = False, random_goal_p: float = 0.0) -> Batch:
+               in_sample: bool = False, random_goal_p: float = 0.0, actor_goal_steps: int | None = None) -> Batch:
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay")
         ep = rng.integers(0, self.size, batch_size)
@@ -91,6 +94,9 @@ class EpisodeReplay:
             random_goal = (draw >= relabel_p) & (draw < relabel_p + random_goal_p)
             goal[random_goal] = self.sample_goals(int(random_goal.sum()), rng)
             extra = {"action_next": self.action[ep, t + 1], "bc_mask": (~random_goal).astype(np.float32)}
+            if actor_goal_steps is not None:
+                near = 1 + np.floor(rng.random(batch_size) * np.minimum(actor_goal_steps, self.horizon - t))
+                extra.update(actor_goal=self.ag[ep, t + near.astype(np.int64)], bc_mask=np.ones(batch_size, np.float32))
         ag_next, obs_next = self.ag[ep, t + 1], self.obs[ep, t + 1]
         failed = np.zeros(batch_size, np.float32) if failed_fn is None else failed_fn(obs_next).astype(np.float32)
         return Batch(

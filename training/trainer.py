@@ -348,7 +348,8 @@ class Trainer:
         for _ in range(steps):
             batch = self.replay.sample(cfg.batch_size, self.rng, self.reward_fn, cfg.relabel_p, cfg.future_step,
                                        self.failed_fn, in_sample=offline,
-                                       random_goal_p=cfg.random_goal_p if offline else 0.0)
+                                       random_goal_p=cfg.random_goal_p if offline else 0.0,
+                                       actor_goal_steps=cfg.actor_goal_steps)
             _add(metrics, agent.update(batch, agent.cluster_work(self.replay, self.rng)))
             if self._estimate is not None:
                 self._estimate.tick(agent.optimizer_steps)
