@@ -9,10 +9,13 @@ the state reaches them directly, D <= d_max: the farthest); successor (the route
 after the landmark nearest the state by D, chosen afresh each re-plan); past (the pick and its
 counter as served, but the actor is given the route's next landmark past the pick); sight (a diagnostic that uses
 the maze's walls, which no served planner knows: only the data edges whose straight segment stays
-``margin`` m clear of every wall cell, KEY margin=M, default 0). KEY=VALUE: planner overrides
+``margin`` m clear of every wall cell, KEY margin=M, default 0); counter (the counter scaled, KEY scale=K:
+min(round(K * D) + counter_extra, ceil(K * d_max)), and, KEY arrive=A > 0, a re-plan as soon as D(state,
+subgoal) <= A; defaults 1 and 0, the served counter). KEY=VALUE: planner overrides
 (e.g. mode=naive). The outputs' first lines were measured with the planner before commit 3d26ae5, whose
 follow_edges took the nearest landmark as an anchor only within 3 steps (at6: within 6).
 """
+import math
 import sys
 
 import numpy as np
@@ -68,6 +71,14 @@ def past_prepare(self, obs):
     return need
 
 
+def scaled_replan(self, output):
+    r = served_replan(self, output)
+    if math.isfinite(r.estimated_distance) and self.config.mode == "l3p":
+        self._counter = r.counter = min(round(scale * r.estimated_distance) + self.config.counter_extra,
+                                        math.ceil(scale * self.config.d_max))
+    return r
+
+
 bundle, episodes, variant = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if variant == "farthest":
     E.EpisodePlanner._choose = farthest
@@ -75,6 +86,8 @@ elif variant == "successor":
     E.EpisodePlanner._choose = successor
 elif variant == "past":
     E.EpisodePlanner._replan, E.EpisodePlanner.prepare = past_replan, past_prepare
+elif variant == "counter":
+    E.EpisodePlanner._replan = scaled_replan
 elif variant not in ("served", "sight"):
     raise SystemExit(f"unknown variant {variant!r}")
 overrides = {}
@@ -99,6 +112,7 @@ def clear_of_walls(edges: np.ndarray, landmarks: np.ndarray, env, margin: float)
 
 
 margin = float(overrides.pop("margin", 0.0))
+scale, arrive = float(overrides.pop("scale", 1.0)), float(overrides.pop("arrive", 0.0))
 b = load_bundle(bundle)
 env = open_env(b.env_id, max_steps=1000)
 edges = clear_of_walls(b.edges, np.asarray(b.landmarks), env, margin) if variant == "sight" else b.edges
@@ -109,10 +123,14 @@ for seed, task in episode_plan(env, b.env_id, episodes, 1_500_000_000, "tasks"):
     ep = E.EpisodePlanner(graph, obs["desired_goal"], b.value_fn, b.planner_defaults.replace(**overrides), seed=seed)
     for t in range(1000):
         before = obs["achieved_goal"]
+        if arrive > 0 and ep._counter >= 1 and ep._subgoal != E.GOAL:
+            reached = b.distance_fn(obs["observation"][None], ep._nodes[ep._subgoal][None])[0][0] <= arrive
+            ep._counter = 0 if reached else ep._counter  # at the subgoal: re-plan now
         obs, _, _, _, info = env.step(ep.step(obs["observation"], b.distance_fn, b.policy_fn).action)
         path += float(np.linalg.norm(obs["achieved_goal"] - before))
         steps += 1
         if info["success"]:
             break
     wins += bool(info["success"])
-print(f"{variant} {overrides}: {wins} of {episodes}, {path / steps:.3f} m per step")
+shown = {**overrides, **({"scale": scale, "arrive": arrive} if variant == "counter" else {})}
+print(f"{variant} {shown}: {wins} of {episodes}, {path / steps:.3f} m per step")
