@@ -164,9 +164,8 @@ class L3PAgent:
         cfg = self.cfg
         if cfg.dataset is None:
             return losses.actor_loss(self.actor, self.critic, t["obs"], t["goal"], cfg.gamma, cfg.action_l2)
-        goal = t["actor_goal"] if "actor_goal" in t else t["goal"]
-        return losses.offline_actor_loss(self.actor, self.critic, t["obs"], goal, t["action"], t["bc_mask"],
-                                         cfg.gamma, cfg.bc_alpha)
+        return losses.offline_actor_loss(self.actor, self.critic, t["obs"], t.get("actor_goal", t["goal"]),
+                                         t["action"], t["bc_mask"], cfg.gamma, cfg.bc_alpha)
 
     def _landmark_step(self, t: dict[str, torch.Tensor], v_target: torch.Tensor, clusters: ClusterWork) -> dict:
         loss_v, loss_ae = self._value_and_ae_steps(t, v_target)

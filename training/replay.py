@@ -85,24 +85,29 @@ class EpisodeReplay:
         goal = self.goal[ep].copy()
         draw = rng.random(batch_size)
         relabel = draw < relabel_p
-        # Future offset uniformly in 1..min(future_step, T - t): the achieved goal index t+offset ≤ T.
-        max_off = np.minimum(future_step, self.horizon - t)
-        offset = 1 + np.floor(rng.random(batch_size) * max_off).astype(np.int64)
-        goal[relabel] = self.ag[ep[relabel], (t + offset)[relabel]]
+        future = self._future_goals(ep, t, future_step, rng)
+        goal[relabel] = future[relabel]
         extra = {}
         if in_sample:
             random_goal = (draw >= relabel_p) & (draw < relabel_p + random_goal_p)
             goal[random_goal] = self.sample_goals(int(random_goal.sum()), rng)
-            extra = {"action_next": self.action[ep, t + 1], "bc_mask": (~random_goal).astype(np.float32)}
-            if actor_goal_steps is not None:
-                near = 1 + np.floor(rng.random(batch_size) * np.minimum(actor_goal_steps, self.horizon - t))
-                extra.update(actor_goal=self.ag[ep, t + near.astype(np.int64)], bc_mask=np.ones(batch_size, np.float32))
+            extra = {"action_next": self.action[ep, t + 1]}
+            if actor_goal_steps is None:
+                extra["bc_mask"] = (~random_goal).astype(np.float32)
+            else:  # every actor goal lies on its own trajectory
+                extra.update(actor_goal=self._future_goals(ep, t, actor_goal_steps, rng),
+                             bc_mask=np.ones(batch_size, np.float32))
         ag_next, obs_next = self.ag[ep, t + 1], self.obs[ep, t + 1]
         failed = np.zeros(batch_size, np.float32) if failed_fn is None else failed_fn(obs_next).astype(np.float32)
         return Batch(
             obs=self.obs[ep, t], obs_next=obs_next, ag=self.ag[ep, t], ag_next=ag_next,
             goal=goal, action=self.action[ep, t], reward=reward_fn(ag_next, goal), failed=failed, **extra,
         )
+
+    def _future_goals(self, ep: np.ndarray, t: np.ndarray, steps: int, rng: np.random.Generator) -> np.ndarray:
+        """The achieved goal 1..min(steps, T - t) steps after each (ep, t), the offset uniform (index ≤ T)."""
+        offset = 1 + np.floor(rng.random(len(t)) * np.minimum(steps, self.horizon - t)).astype(np.int64)
+        return self.ag[ep, t + offset]
 
     def sample_goals(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Achieved goals drawn uniformly over stored transitions (for GLS)."""
