@@ -9,8 +9,8 @@ import pytest
 from l3p.core import EpisodePlanner, LandmarkGraph, PlannerConfig
 from l3p.core.bundle_format import BundleError, supported_edges
 from l3p.core.search import largest_component
-from l3p.training.edges import (D_MAX_MARGIN, LOCAL_CUT, SUPPORT_RATIO, connecting_cut, data_graph, near_labels,
-                                passages)
+from l3p.training.edges import (D_MAX_MARGIN, LOCAL_CUT, SUPPORT_RATIO, actor_reach, connecting_cut, data_graph,
+                                near_labels, passages)
 
 
 def line_value_fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -57,6 +57,26 @@ def test_d_max_is_the_margin_over_the_shortest_cut_that_joins_the_landmarks() ->
     assert sorted(map(tuple, pairs)) == sorted(zip(*np.nonzero(graph.supported)))
     np.testing.assert_array_equal(supported_edges({"n_landmarks": 7, "edges": graph.manifest_edges()}),
                                   graph.supported)
+
+
+def test_d_max_stops_at_the_actors_reach_but_never_below_the_cut_that_joins_the_landmarks() -> None:
+    """An actor that learned on goals at most k recorded steps ahead is handed no farther subgoals
+    than V reads across k recorded steps (the median), unless the graph needs longer hops to join."""
+    landmarks, goals, bounds = u_corridor()  # 1/4 unit a step, neighbours 2 apart: d_connect 2, margin 3
+    # 10 steps along a straight stretch: 2.5 units; across the U's corners less.
+    reach = actor_reach(goals, bounds, line_value_fn, 10)
+    assert 2.0 < reach <= 2.5
+    graph = data_graph(landmarks, goals, bounds, line_value_fn, reach_steps=10)
+    assert graph.reach == pytest.approx(reach) and graph.d_max == pytest.approx(round(reach, 2))
+    assert graph.provenance()["reach"] == round(reach, 2) and graph.provenance()["reach_steps"] == 10
+    assert graph.d_connect == pytest.approx(2.0) and graph.supported.sum() == 12  # the edges do not change
+    near = data_graph(landmarks, goals, bounds, line_value_fn, reach_steps=4)  # 1 unit: below the joining cut
+    assert near.reach < near.d_connect and near.d_max == pytest.approx(2.0)
+    far = data_graph(landmarks, goals, bounds, line_value_fn, reach_steps=40)  # beyond the margin: the margin
+    assert far.reach > D_MAX_MARGIN * 2.0 and far.d_max == pytest.approx(D_MAX_MARGIN * 2.0)
+    assert "reach" not in data_graph(landmarks, goals, bounds, line_value_fn).provenance()
+    with pytest.raises(ValueError, match="no recorded episode is longer than 100 steps"):
+        actor_reach(goals, bounds, line_value_fn, 100)
 
 
 def test_the_connecting_cut_and_components() -> None:

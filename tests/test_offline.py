@@ -349,6 +349,7 @@ def test_the_data_graph_recipe_exports_supported_edges_and_serves_them_as_in_pro
     drawn = np.isfinite(landmark_edges(bundle, bundle.planner_defaults)) & ~np.eye(12, dtype=bool)
     assert drawn.any() and not (drawn & ~bundle.edges).any()
 
+
     env = make_env("ogbench/pointmaze-large-v0")
     graph_in_process = LandmarkGraph(bundle.landmarks, bundle.value_fn, edges=bundle.edges)
     with LocalServer(models=tmp_path / "models") as server:
@@ -367,6 +368,31 @@ def test_the_data_graph_recipe_exports_supported_edges_and_serves_them_as_in_pro
                     obs = env.step(np.asarray(step.action))[0]
         info = client.model_info()
         assert info.defaults["follow_edges"] is True and info.defaults["local_cut"] == LOCAL_CUT
+
+
+def test_an_actor_with_near_goals_is_served_a_d_max_within_its_reach(dataset, tmp_path):
+    """Offline with actor_goal_steps k, the export reads the actor's reach off the dataset (V across
+    recorded steps k apart) and caps d_max by it, never below the cut that joins the landmarks."""
+    import argparse
+
+    from l3p.serving.bundle import load_bundle
+    from l3p.training.commands import add_export_arguments, run_export
+    from l3p.training.edges import D_MAX_MARGIN, actor_reach
+
+    OfflineTrainer(tiny_cfg(dataset, 60, actor_goal_steps=5), tmp_path / "run").train(show_progress=False)
+    parser = argparse.ArgumentParser()
+    add_export_arguments(parser)
+    bundle_dir = tmp_path / "bundle"
+    assert run_export(parser.parse_args([str(tmp_path / "run"), str(bundle_dir), "--landmarks", "gls",
+                                         "--n-landmarks", "12", "--graph", "data"])) == 0
+    manifest = json.loads((bundle_dir / "manifest.json").read_text())
+    graph = manifest["provenance"]["graph"]
+    data = load_dataset(dataset)
+    reach = actor_reach(data.achieved_goals, data.episode_bounds(), load_bundle(bundle_dir).value_fn, 5)
+    assert graph["reach_steps"] == 5 and graph["reach"] == pytest.approx(reach, abs=0.02)
+    expected = max(min(D_MAX_MARGIN * graph["d_connect"], graph["reach"]), graph["d_connect"])
+    assert manifest["planner"]["d_max"] == pytest.approx(expected, abs=0.011)
+    assert manifest["planner"]["d_max"] >= graph["d_connect"]
 
 
 def test_the_config_carries_the_export_recipe_to_the_runs_bundle_and_to_export(dataset, tmp_path):

@@ -242,7 +242,8 @@ def write_bundle(agent: L3PAgent, run_dir: Path, out_dir: Path, provenance: dict
         if episodes is None:
             raise ExportError(f"--graph data needs the run's replay ({run_dir / REPLAY}) or its dataset")
         try:
-            supported = data_graph(served, *episodes, agent.value_fn)
+            reach_steps = agent.cfg.actor_goal_steps if agent.cfg.dataset is not None else None
+            supported = data_graph(served, *episodes, agent.value_fn, reach_steps=reach_steps)
         except ValueError as exc:  # e.g. no two landmarks the data passes between
             raise ExportError(f"--graph data: {exc}") from None
         planner_overrides = {**supported.planner(), **planner_overrides}  # --planner values win

@@ -139,9 +139,11 @@ class TrainConfig:
     bc_alpha: float = documented(2.5, "actor: maximize (bc_alpha / mean|Q|) Q minus the distance to the data's "
                                  "action")
     actor_goal_steps: int | None = documented(None, "offline: the actor's goals are achieved goals 1..k steps ahead "
-                                              "in the same recording, its behaviour term on every sample (the "
-                                              "planner hands it subgoals within d_max); null: the critic's goals, "
-                                              "the behaviour term only where they came from the same recording")
+                                              "in the same recording, its behaviour term on every sample; the "
+                                              "data graph's d_max then stops at V across k recorded steps unless "
+                                              "the landmarks need more to join (training/edges.py); null: the "
+                                              "critic's goals, the behaviour term only where they came from the "
+                                              "same recording")
     random_goal_p: float = documented(0.2, "offline critic goals drawn from anywhere in the data (they teach what "
                                       "is far)")
     landmarks_after_updates: int = documented(20_000, "offline: clusters start once the latent space has trained "

@@ -11,7 +11,10 @@ edges' component (`LandmarkGraph.goal_edges`).
 
 d_max then follows from the graph, not from a sweep: d_connect is the shortest cut at which the
 supported edges join every landmark they join at all (one strongly connected component), and the
-served d_max is ``D_MAX_MARGIN`` x d_connect. Distances from the state are cut at ``LOCAL_CUT`` x
+served d_max is ``D_MAX_MARGIN`` x d_connect. An actor that learned on goals at most k recorded
+steps ahead (offline ``actor_goal_steps``) is handed no farther subgoals than those unless the graph
+needs it: its reach is the median V between achieved goals k steps apart in one recorded episode,
+and d_max is then at most that reach, never below d_connect. Distances from the state are cut at ``LOCAL_CUT`` x
 d_max (`PlannerConfig.local_cut`: far estimates from the state cut through walls, the graph's edges
 are checked against the data), the route follows the graph's edges from the landmark the state
 is at (`PlannerConfig.follow_edges`), and a landmark the agent comes back to without getting
@@ -19,6 +22,7 @@ nearer the goal is pruned for the episode (`PlannerConfig.prune_loops`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,6 +34,7 @@ SUPPORT_RATIO = 1.5  # a passage may take this many times V's steps (recorded pa
 D_MAX_MARGIN = 1.5  # served d_max = this x d_connect
 LOCAL_CUT = 0.5  # served local_cut (fraction of d_max)
 LABEL_CHUNK = 65536  # recorded steps labelled per matrix product
+REACH_PAIRS = 4096  # recorded pairs V reads for the actor's reach
 
 ValueFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -41,10 +46,16 @@ class DataGraph:
     supported: np.ndarray  # [N, N] bool, landmark i -> j
     radius: float  # "near a landmark", goal units
     d_connect: float  # steps
+    reach: float | None = None  # steps: V across the actor's farthest goals (actor_goal_steps); None: unbounded
+    reach_steps: int | None = None  # the recorded steps apart that ``reach`` reads
 
     @property
     def d_max(self) -> float:
-        return round(D_MAX_MARGIN * self.d_connect, 2)
+        """``D_MAX_MARGIN`` x d_connect, cut to the actor's reach; never below d_connect, which joins the graph."""
+        d = D_MAX_MARGIN * self.d_connect
+        if self.reach is not None and self.reach < d:
+            d = self.reach
+        return max(round(d, 2), math.ceil(self.d_connect * 100) / 100)
 
     def planner(self) -> dict:
         """The served planner defaults the recipe sets."""
@@ -57,7 +68,8 @@ class DataGraph:
     def provenance(self) -> dict:
         return {"edges": "data-supported", "support_ratio": SUPPORT_RATIO, "near_radius": round(self.radius, 4),
                 "supported_edges": int(self.supported.sum()), "d_connect": self.d_connect,
-                "d_max_margin": D_MAX_MARGIN, "local_cut": LOCAL_CUT}
+                "d_max_margin": D_MAX_MARGIN, "local_cut": LOCAL_CUT,
+                **({} if self.reach is None else {"reach": round(self.reach, 2), "reach_steps": self.reach_steps})}
 
 
 def near_labels(goals: np.ndarray, landmarks: np.ndarray, radius: float) -> np.ndarray:
@@ -119,9 +131,25 @@ def connecting_cut(w: np.ndarray, supported: np.ndarray) -> float:
     return float(lengths[low])
 
 
+def actor_reach(goals: np.ndarray, bounds: list[tuple[int, int]], value_fn: ValueFn, steps: int,
+                seed: int = 0) -> float:
+    """The median V(ag_t, ag_t+steps) over up to ``REACH_PAIRS`` recorded pairs ``steps`` apart in one
+    episode: how far, in V's steps, the farthest goals an actor learned on (``actor_goal_steps``) lie."""
+    long = [(first, last) for first, last in bounds if last - first >= steps]
+    if not long:
+        raise ValueError(f"no recorded episode is longer than {steps} steps (actor_goal_steps)")
+    rng = np.random.default_rng(seed)
+    first, last = np.array(long).T
+    pick = rng.integers(0, len(long), REACH_PAIRS)
+    t = first[pick] + rng.integers(0, last[pick] - first[pick] - steps + 1)
+    values = np.asarray(value_fn(goals[t], goals[t + steps]), np.float64).ravel()
+    return float(np.nanmedian(values))
+
+
 def data_graph(landmarks: np.ndarray, goals: np.ndarray, bounds: list[tuple[int, int]],
-               value_fn: ValueFn) -> DataGraph:
-    """The recipe on recorded episodes: achieved goals [T, goal_dim], episodes ``bounds``."""
+               value_fn: ValueFn, reach_steps: int | None = None) -> DataGraph:
+    """The recipe on recorded episodes: achieved goals [T, goal_dim], episodes ``bounds``;
+    ``reach_steps``: the actor learned on goals at most this many recorded steps ahead (d_max's cap)."""
     landmarks = np.asarray(landmarks, np.float64)
     if len(landmarks) < 2:
         raise ValueError("a data-supported graph needs at least 2 landmarks")
@@ -131,4 +159,5 @@ def data_graph(landmarks: np.ndarray, goals: np.ndarray, bounds: list[tuple[int,
     w = landmark_values(landmarks, value_fn)
     steps = passages(near_labels(goals, landmarks, radius), bounds, len(landmarks))
     supported = np.isfinite(w) & (steps <= SUPPORT_RATIO * w)
-    return DataGraph(supported, radius, connecting_cut(w, supported))
+    reach = None if reach_steps is None else actor_reach(goals, bounds, value_fn, reach_steps)
+    return DataGraph(supported, radius, connecting_cut(w, supported), reach, reach_steps)

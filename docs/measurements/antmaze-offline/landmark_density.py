@@ -17,19 +17,10 @@ import torch
 from scipy.spatial import cKDTree
 
 from l3p.clients.protocol import open_env
-from l3p.sim import mazes
 from l3p.training.commands import run_episodes
 from l3p.training.edges import data_graph
 from l3p.training.export import agent_from_checkpoint, export_bundle, gls_landmarks
-
-
-def wall_gap(points: np.ndarray, env) -> np.ndarray:
-    """Each point's distance to the nearest wall cell."""
-    walls = np.array(mazes.wall_rectangles(mazes.maze_map(env), mazes.maze_scaling(env), mazes.maze_origin(env)))
-    low, high = walls[:, :2], walls[:, :2] + walls[:, 2:]
-    p = np.asarray(points)[:, None, :]
-    out = np.maximum(np.maximum(low[None] - p, p - high[None]), 0.0)
-    return np.sqrt((out ** 2).sum(-1)).min(axis=1)
+from walls import wall_gap
 
 
 run, out, mode, param = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], float(sys.argv[4])
