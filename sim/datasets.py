@@ -147,6 +147,12 @@ def steer(maze, observation: np.ndarray, expert: Expert | None) -> np.ndarray:
     direction = maze.oracle_direction()
     if expert is None:
         return direction
+    return follow(expert, observation, direction)
+
+
+def follow(expert: Expert, observation: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """The ant expert's action toward a unit ``direction``: its input is the observation less x-y,
+    then the direction (OGBench's GymXYWrapper)."""
     return np.asarray(expert(np.concatenate([observation[2:], direction])), np.float64)
 
 

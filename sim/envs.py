@@ -81,15 +81,19 @@ class GoalEnvAdapter:
     def can_fall(self) -> bool:
         return self.torso_quat_index is not None
 
-    def fallen(self, obs: np.ndarray) -> np.ndarray:
-        """[...] bool over observations [..., obs_dim]: the torso's up axis points below the horizontal
-        (its z component, 1 - 2(x^2 + y^2) of the unit quaternion, is negative). All False for a
-        robot that declares no torso."""
+    def uprightness(self, obs: np.ndarray) -> np.ndarray:
+        """[...] over observations [..., obs_dim]: the z component of the torso's up axis, 1 - 2(x^2 + y^2)
+        of its unit quaternion (1 upright, below 0 on its back). All 1 for a robot that declares no torso."""
         obs = np.asarray(obs)
         if not self.can_fall:
-            return np.zeros(obs.shape[:-1], bool)
+            return np.ones(obs.shape[:-1])
         i = self.torso_quat_index
-        return 1.0 - 2.0 * (obs[..., i + 1] ** 2 + obs[..., i + 2] ** 2) < 0.0
+        return 1.0 - 2.0 * (obs[..., i + 1] ** 2 + obs[..., i + 2] ** 2)
+
+    def fallen(self, obs: np.ndarray) -> np.ndarray:
+        """[...] bool over observations [..., obs_dim]: the torso's up axis points below the horizontal.
+        All False for a robot that declares no torso."""
+        return self.uprightness(obs) < 0.0
 
     def success(self, info: Mapping[str, Any]) -> bool:
         try:

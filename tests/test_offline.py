@@ -206,9 +206,9 @@ def export_of(provenance: dict) -> dict:
     ("ogbench-antmaze-offline", "antmaze-large-navigate"),
     ("ogbench-antmaze-offline", "antmaze-giant-stitch")])
 def test_the_recipe_file_makes_the_shipped_offline_model_and_its_other_seeds(recipe, model):
-    """configs/<recipe>.toml with a model's dataset is the card's
-    recipe: every training seed's config (the served one and seeds/<seed>/) is the file's, seed aside,
-    and each bundle was exported by the file's export keys."""
+    """configs/<recipe>.toml with a model's dataset is the card's recipe: every training seed's config
+    (the served one and seeds/<seed>/) is the file's, seed aside, and each bundle was exported by the
+    file's export keys."""
     import argparse
 
     from l3p.core.bundle_format import read_manifest
@@ -347,7 +347,6 @@ def test_the_data_graph_recipe_exports_supported_edges_and_serves_them_as_in_pro
 
     drawn = np.isfinite(landmark_edges(bundle, bundle.planner_defaults)) & ~np.eye(12, dtype=bool)
     assert drawn.any() and not (drawn & ~bundle.edges).any()
-
 
     env = make_env("ogbench/pointmaze-large-v0")
     graph_in_process = LandmarkGraph(bundle.landmarks, bundle.value_fn, edges=bundle.edges)

@@ -16,6 +16,8 @@ from l3p.core.episode import EpisodePlanner
 from l3p.core.landmarks import LandmarkGraph
 from l3p.core.mlp_policy import load_mlp_policy
 from l3p.serving.bundle import load_bundle
+from l3p.sim.datasets import follow
+from l3p.sim.envs import goal_adapter
 from walls import wall_gap
 
 ap = argparse.ArgumentParser()
@@ -33,15 +35,11 @@ if a.expert:
     def policy_fn(obs, goals):
         way = goals[:, :2] - obs[:, :2]
         way /= np.maximum(np.linalg.norm(way, axis=1, keepdims=True), 1e-6)
-        return np.stack([np.asarray(expert(np.concatenate([o[2:], w])), np.float32) for o, w in zip(obs, way)])
-
-
-def up(obs: np.ndarray) -> float:
-    """The z component of the torso's up axis (x, y prepended; z; then the quaternion w, x, y, z)."""
-    return 1.0 - 2.0 * (obs[4] ** 2 + obs[5] ** 2)
+        return np.stack([follow(expert, o, w) for o, w in zip(obs, way)]).astype(np.float32)
 
 
 env = open_env(b.env_id, max_steps=1000)
+up = goal_adapter(env).uprightness
 graph = LandmarkGraph(b.landmarks, b.value_fn, edges=b.edges)
 wins, fell, tipping, path = 0, 0, [], []
 for seed, task in episode_plan(env, b.env_id, a.episodes, 1_500_000_000, "tasks"):

@@ -24,7 +24,7 @@ import l3p.core.episode as E
 from l3p.clients.protocol import episode_plan, open_env
 from l3p.core.landmarks import LandmarkGraph
 from l3p.serving.bundle import load_bundle
-from l3p.sim import mazes
+from walls import wall_boxes
 
 served_choose = E.EpisodePlanner._choose
 
@@ -100,8 +100,8 @@ for kv in sys.argv[4:]:
 def clear_of_walls(edges: np.ndarray, landmarks: np.ndarray, env, margin: float) -> np.ndarray:
     """The edges whose straight segment stays ``margin`` m clear of every wall cell."""
     env.reset(seed=0)
-    walls = np.array(mazes.wall_rectangles(mazes.maze_map(env), mazes.maze_scaling(env), mazes.maze_origin(env)))
-    low, high = walls[:, :2] - margin, walls[:, :2] + walls[:, 2:] + margin
+    low, high = wall_boxes(env)
+    low, high = low - margin, high + margin
     kept = np.array(edges, bool)
     t = np.linspace(0.0, 1.0, 25)[:, None]
     for i, j in np.argwhere(kept):
