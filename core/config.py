@@ -75,6 +75,10 @@ class PlannerConfig:
     # PRUNE_MIN_STEPS since its last pick is pruned for the episode as prune_failed prunes (incoming
     # edges removed, d_cg solved again; a landmark within PRUNE_AT_STEPS is not a candidate).
     prune_loops: bool = False
+    # Every mode: the action sent is the actor's times action_scale (the server then clips it to the
+    # bundle's bounds), as legged-robot controllers scale a policy's output. A learned gait can be
+    # harsher than the robot's footing allows near obstacles; a smaller scale trades speed for it.
+    action_scale: float = 1.0
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field and its allowed range."""

@@ -42,7 +42,7 @@ subgoal index -1 means "the final goal".
    Mode ``naive`` re-plans every step (no counter, no exclusion) and keeps the same
    local-horizon shortcut, so l3p vs naive measures the counter and the exclusion alone
    (``local_horizon=0`` turns the shortcut off in both); mode ``policy`` skips planning:
-   action = pi(obs, goal).
+   action = pi(obs, goal). In every mode the action returned is pi's times ``action_scale``.
 """
 
 from __future__ import annotations
@@ -197,6 +197,8 @@ class EpisodePlanner:
             result = StepResult(actions[0], self._nodes[self._row(index)], index, False, counter, 0.0)
             if self.config.mode == "l3p":
                 self._counter = counter
+        if self.config.action_scale != 1.0:
+            result.action = result.action * np.float32(self.config.action_scale)
         self._prepared = False
         self.step_count += 1
         return result

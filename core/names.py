@@ -167,6 +167,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "candidates whatever their distance from the state (an extension)", modes=("l3p",)),
     Option("prune_loops", "bool", "l3p: prune a landmark picked again within a few re-plans without the way to "
            "the goal getting shorter (an extension)", modes=("l3p",)),
+    Option("action_scale", "number", "the actor's action times this, then clipped to the bundle's bounds: below 1 "
+           "a gentler gait (a legged robot that tips over at the learned torque); 1: as learned"),
 )}
 EPISODE_OPTIONS = tuple(name for name, o in OPTIONS.items() if o.per_episode and name != "mode")
 """The overrides a client may send with an episode beside its mode (and seed)."""

@@ -198,11 +198,12 @@ def test_model_info_matches_the_manifest(stub, untrained_bundle):
     assert info.defaults.require_progress == planner["require_progress"]
     assert info.defaults.local_cut == planner["local_cut"] and info.defaults.follow_edges == planner["follow_edges"]
     assert info.defaults.prune_loops == planner["prune_loops"]
+    assert info.defaults.action_scale == planner["action_scale"] == 1.0
     assert (info.defaults.mode, info.defaults.search) == (MODE_ENUM[planner["mode"]], SEARCH_ENUM[planner["search"]])
     # Every default the proto carries is filled and checked above.
     assert {field.name for field in pb.PlannerDefaults.DESCRIPTOR.fields} == {
         "n_landmarks", "d_max", "temperature", "search_iterations", "local_horizon", "mode", "search",
-        "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops"}
+        "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "action_scale"}
     assert json.loads(info.provenance_json) == manifest["provenance"]
 
 
@@ -292,6 +293,24 @@ def test_identical_seeds_give_identical_actions(stub):
     assert actions(first) == actions(again)
     assert [r.subgoal_index for r in first] == [r.subgoal_index for r in again]
     assert [r.subgoal_index for r in first] != [r.subgoal_index for r in other]
+
+
+@pytest.mark.parametrize("mode", [pb.PLANNER_MODE_L3P, pb.PLANNER_MODE_POLICY])
+def test_action_scale_scales_the_actors_action_and_the_bounds_still_hold(stub, mode):
+    def first_action(**scale):
+        options = pb.EpisodeOptions(mode=mode, seed=3, **scale)
+        return np.array(run_unary(stub, seed=3, options=options, steps=1)[1][0].action)
+
+    learned = first_action()
+    assert 0 < np.abs(learned).max() < 0.9  # the untrained actor's action: inside the bounds
+    np.testing.assert_allclose(first_action(action_scale=0.5), 0.5 * learned, rtol=1e-6, atol=1e-7)
+    loud = first_action(action_scale=1000.0)  # far past the bounds: clipped to FetchReach's +-1
+    np.testing.assert_array_equal(loud, np.clip(np.float32(1000.0) * learned.astype(np.float32), -1, 1))
+    assert set(np.abs(loud[np.abs(learned) > 1e-2])) == {1.0}
+    with pytest.raises(grpc.RpcError) as err:
+        first_action(action_scale=0.0)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "action_scale must be a finite number > 0, got 0.0" in err.value.details()
 
 
 @pytest.mark.parametrize("prune_failed", [False, True])

@@ -473,3 +473,46 @@ def test_an_online_run_says_once_early_what_the_rest_costs(tmp_path, capsys):
     assert line.endswith("; measured before planning starts (episode 14): planned episodes and landmark updates "
                          "make later cycles slower")
     assert estimates(cycles=5) == []  # too short to be worth one: nothing left once timed
+
+
+def test_export_of_a_bundle_changes_what_it_serves_and_copies_its_graphs(untrained_bundle, tmp_path):
+    """`l3p export BUNDLE OUT --planner ...`: a bundle whose training run is gone, served with other
+    defaults: the same graphs byte for byte, the change in the provenance, a corrupt source refused."""
+    from l3p.serving.bundle import load_bundle
+
+    r = l3p("export", str(untrained_bundle), "gentle", "--planner", "action_scale=0.8", "--planner", "d_max=7",
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    source, copy = load_bundle(untrained_bundle), load_bundle(tmp_path / "gentle")
+    assert f"(sha256 {copy.sha256})" in r.stdout and copy.sha256 != source.sha256
+    assert copy.planner_defaults == source.planner_defaults.replace(action_scale=0.8, d_max=7.0)
+    for name in ("actor", "distance", "value", "landmarks"):
+        assert sha256(tmp_path / "gentle" / f"{name}.onnx") == sha256(untrained_bundle / f"{name}.onnx")
+    before = json.loads((untrained_bundle / "manifest.json").read_text())
+    after = json.loads((tmp_path / "gentle" / "manifest.json").read_text())
+    assert {k: v for k, v in after.items() if k not in ("planner", "provenance")} == {
+        k: v for k, v in before.items() if k not in ("planner", "provenance")}
+    (change,) = after["provenance"].pop("rebundled")
+    assert change["from_sha256"] == source.sha256 and change["planner"] == {"action_scale": 0.8, "d_max": 7}
+    assert change["command"] == f"l3p export {untrained_bundle} gentle --planner action_scale=0.8 --planner d_max=7"
+    assert after["provenance"].pop("planner_overrides") == {"action_scale": 0.8, "d_max": 7}
+    assert after["provenance"] == {k: v for k, v in before["provenance"].items() if k != "planner_overrides"}
+    # Again, from the copy: the changes add up, each recorded.
+    r = l3p("export", "gentle", "gentler", "--planner", "action_scale=0.5", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    again = json.loads((tmp_path / "gentler" / "manifest.json").read_text())
+    assert (again["planner"]["action_scale"], again["planner"]["d_max"]) == (0.5, 7)
+    assert [c["planner"] for c in again["provenance"]["rebundled"]] == [{"action_scale": 0.8, "d_max": 7},
+                                                                         {"action_scale": 0.5}]
+    # What needs the training run, a bad value, and a source whose graph is not the one its manifest names.
+    r = l3p("export", "gentle", "b1", "--graph", "data", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "l3p export: error: gentle is a bundle: its landmarks and edges are copied as they are (--planner changes "
+        "what it serves); --graph goes with a training run")
+    r = l3p("export", "gentle", "b2", "--planner", "action_scale=0", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "l3p export: error: bad planner override: action_scale must be a "
+                                           "finite number > 0, got 0\n")
+    (tmp_path / "gentle" / "value.onnx").write_bytes(b"not the graph")
+    r = l3p("export", "gentle", "b3", "--planner", "action_scale=0.5", cwd=tmp_path)
+    assert r.returncode == 2 and "value.onnx" in r.stderr and "sha256" in r.stderr, r.stderr
+    assert not any((tmp_path / name).exists() for name in ("b1", "b2", "b3", ".b3.partial"))

@@ -49,7 +49,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="run directory (its last checkpoint), or a file: its checkpoint.pt or "
-                                           "one of its snapshots/ (the weights of one evaluation, named by env steps)")
+                                           "one of its snapshots/ (the weights of one evaluation, named by env steps); "
+                                           "or a bundle: its graphs and edges copied, --planner changing what it serves")
     parser.add_argument("out_dir", help="bundle directory to create")
     parser.add_argument("--force", action="store_true", help="overwrite an existing bundle directory")
     options = "; ".join(f"{name}: {option.help}" for name, option in OPTIONS.items())

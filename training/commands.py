@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from l3p.core.bundle_format import bundle_digest, planner_defaults, read_manifest, supported_edges
+from l3p.core.bundle_format import MANIFEST, bundle_digest, planner_defaults, read_manifest, supported_edges
 from l3p.core.commandline import ConfigError, check_values, read_config_file
 from l3p.core.config import PlannerConfig
 from l3p.core.errors import INTERRUPTED, L3PError
@@ -29,7 +29,7 @@ from l3p.training.agent import L3PAgent
 from l3p.training.arguments import add_export_arguments, add_train_arguments  # noqa: F401
 from l3p.training.config import TrainConfig, check as check_train_keys, describe, preset
 from l3p.training.edges import data_graph
-from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks
+from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks, rebundle
 from l3p.training.offline import OfflineTrainer
 from l3p.training.run_files import CHECKPOINT, REPLAY, SNAPSHOTS, load_checkpoint, run_provenance
 from l3p.training.trainer import Trainer
@@ -184,11 +184,22 @@ def run_export(args: argparse.Namespace) -> int:
         run_dir = run_dir.parent
     planner_overrides = parse_overrides(args.planner, "--planner")
     check_values(PlannerConfig, planner_overrides, "--planner")
-    state = load_checkpoint(source)
-    agent = agent_from_checkpoint(state)
     command = _command_line("export", [args.checkpoint, args.out_dir],
                             [("--planner", args.planner), ("--landmarks", args.landmarks),
                              ("--n-landmarks", args.n_landmarks), ("--graph", args.graph), ("--force", args.force)])
+    if source.is_dir() and (source / MANIFEST).is_file():  # a bundle: only its served defaults change
+        data_options = [flag for flag, value in (("--landmarks", args.landmarks), ("--n-landmarks", args.n_landmarks),
+                                                 ("--graph", args.graph)) if value is not None]
+        if data_options:
+            raise ExportError(f"{source} is a bundle: its landmarks and edges are copied as they are (--planner "
+                              f"changes what it serves); {', '.join(data_options)} goes with a training run")
+        bundle_dir = rebundle(source, Path(args.out_dir), planner_overrides, command, force=args.force,
+                              sign_key=args.sign_key, sign_model=args.model)
+        print(f"bundle written to {bundle_dir} (sha256 {_digest(bundle_dir)}), the graphs of {source} "
+              f"with the planner defaults {planner_overrides}")
+        return 0
+    state = load_checkpoint(source)
+    agent = agent_from_checkpoint(state)
     provenance = {**run_provenance(state["command"], state["config"], state["progress"], agent.optimizer_steps),
                   "export_command": command, "source_checkpoint": str(source),
                   **({"dataset": state["dataset"]} if "dataset" in state else {})}

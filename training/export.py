@@ -25,7 +25,8 @@ import onnxruntime as ort
 import torch
 from onnx import helper, numpy_helper
 
-from l3p.core.bundle_format import FORMAT, FORMAT_VERSION, GRAPHS, MANIFEST, MODEL_NAME, graph_file
+from l3p.core.bundle_format import (FORMAT, FORMAT_VERSION, GRAPHS, MANIFEST, MODEL_NAME, BundleDir, bundle_digest,
+                                    graph_file, planner_defaults, read_graph, read_manifest)
 from l3p.core.errors import L3PError
 from l3p.core.names import DISTRIBUTION, OPTIONS
 from l3p.core.signing import load_private_key, sign_bundle
@@ -135,12 +136,7 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
     ever sees it complete but unsigned. ``edges``: the manifest's data-supported landmark edges
     (training/edges.py `DataGraph.manifest_edges`); None keeps every pair.
     """
-    if sign_model is not None and sign_key is None:
-        raise ExportError("--model names the model a signature is for: it goes with --sign-key KEY")
-    if sign_key is not None and not (isinstance(sign_model, str) and MODEL_NAME.fullmatch(sign_model)):
-        raise ExportError("--sign-key needs --model NAME (1-64 of A-Z a-z 0-9 _ . -, the first a letter or digit): "
-                          "the model the servers serve the bundle as, its directory in the repository "
-                          "(DIR/NAME/VERSION); a signature is valid for that model only")
+    _check_signing(sign_key, sign_model)
     key = None if sign_key is None else load_private_key(sign_key)  # a bad key fails before the work
     agent = agent.on_cpu()
     cfg = agent.cfg
@@ -158,17 +154,61 @@ def export_bundle(agent: L3PAgent, out_dir: Path, provenance: dict, force: bool 
         except ValueError as exc:  # names the option and its range
             raise ExportError(f"bad planner override: {exc}") from None
         provenance = {**provenance, "planner_overrides": planner_overrides}
-    out_dir = Path(out_dir)
+    nodes = agent.landmarks() if landmarks is None else np.asarray(landmarks, np.float32)
+    return _write_in_place(Path(out_dir), force, key, sign_model,
+                           lambda tmp: _write_bundle(agent, tmp, planner, provenance, edges, nodes))
+
+
+def rebundle(source: Path, out_dir: Path, planner_overrides: dict, command: str, force: bool = False,
+             sign_key: Path | None = None, sign_model: str | None = None) -> Path:
+    """A copy of the bundle ``source`` with its served planner defaults changed by ``planner_overrides``
+    (validated): the same graphs and edges, each file checked against the manifest as it is copied, and
+    the change recorded in the provenance (``rebundled``: the source's digest, the command, the code).
+    For tuning what a bundle serves when its training run is gone."""
+    _check_signing(sign_key, sign_model)
+    key = None if sign_key is None else load_private_key(sign_key)
+    with BundleDir.open(source) as bundle:
+        manifest = read_manifest(bundle)
+        try:
+            planner = planner_defaults(manifest).replace(**planner_overrides)
+        except (TypeError, ValueError) as exc:  # names the option and its range
+            raise ExportError(f"bad planner override: {exc}") from None
+        files = {entry["path"]: read_graph(bundle, entry) for entry in manifest["files"].values()}
+    provenance = dict(manifest.get("provenance", {}))
+    provenance["planner_overrides"] = {**provenance.get("planner_overrides", {}), **planner_overrides}
+    provenance["rebundled"] = [*provenance.get("rebundled", []), {
+        "from_sha256": bundle_digest(manifest), "command": command, "planner": planner_overrides,
+        **code_state(), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}]
+    manifest = {**manifest, "planner": dataclasses.asdict(planner), "provenance": provenance}
+
+    def write(tmp: Path) -> None:
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False))
+
+    return _write_in_place(Path(out_dir), force, key, sign_model, write)
+
+
+def _check_signing(sign_key: Path | None, sign_model: str | None) -> None:
+    if sign_model is not None and sign_key is None:
+        raise ExportError("--model names the model a signature is for: it goes with --sign-key KEY")
+    if sign_key is not None and not (isinstance(sign_model, str) and MODEL_NAME.fullmatch(sign_model)):
+        raise ExportError("--sign-key needs --model NAME (1-64 of A-Z a-z 0-9 _ . -, the first a letter or digit): "
+                          "the model the servers serve the bundle as, its directory in the repository "
+                          "(DIR/NAME/VERSION); a signature is valid for that model only")
+
+
+def _write_in_place(out_dir: Path, force: bool, key, sign_model: str | None, write) -> Path:
+    """``write(tmp)`` fills a directory beside ``out_dir``, signed with ``key`` when given, then renamed
+    into place once complete: a failed export leaves no partial bundle (and, with ``force``, the
+    previous bundle untouched), and no one ever sees it complete but unsigned."""
     if out_dir.exists() and not force:
         raise BundleExistsError(f"{out_dir} already exists; pass --force to overwrite it")
-    # Written beside the target and renamed into place once complete and checked: a failed export
-    # leaves no partial bundle (and, with --force, the previous bundle untouched).
     final_dir, out_dir = out_dir, out_dir.with_name(f".{out_dir.name}.partial")
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     try:
-        _write_bundle(agent, out_dir, planner, provenance, edges,
-                      agent.landmarks() if landmarks is None else np.asarray(landmarks, np.float32))
+        write(out_dir)
         if key is not None:
             sign_bundle(out_dir, key, sign_model)
     except BaseException:
