@@ -509,6 +509,12 @@ def test_export_of_a_bundle_changes_what_it_serves_and_copies_its_graphs(untrain
     assert r.returncode == 2 and r.stderr.strip() == (
         "l3p export: error: gentle is a bundle: its landmarks and edges are copied as they are (--planner changes "
         "what it serves); --graph goes with a training run")
+    r = l3p("export", "gentle", "gentle", "--force", "--planner", "action_scale=0.5", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "l3p export: error: gentle is the bundle being copied: write the new "
+                                           "bundle to another directory\n")
+    assert json.loads((tmp_path / "gentle" / "manifest.json").read_text()) == after | {
+        "provenance": {**after["provenance"], "rebundled": [change], "planner_overrides": {"action_scale": 0.8,
+                                                                                          "d_max": 7}}}
     r = l3p("export", "gentle", "b2", "--planner", "action_scale=0", cwd=tmp_path)
     assert (r.returncode, r.stderr) == (2, "l3p export: error: bad planner override: action_scale must be a "
                                            "finite number > 0, got 0\n")

@@ -166,6 +166,8 @@ def rebundle(source: Path, out_dir: Path, planner_overrides: dict, command: str,
     the change recorded in the provenance (``rebundled``: the source's digest, the command, the code).
     For tuning what a bundle serves when its training run is gone."""
     _check_signing(sign_key, sign_model)
+    if Path(out_dir).resolve() == Path(source).resolve():
+        raise ExportError(f"{out_dir} is the bundle being copied: write the new bundle to another directory")
     key = None if sign_key is None else load_private_key(sign_key)
     with BundleDir.open(source) as bundle:
         manifest = read_manifest(bundle)
