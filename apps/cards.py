@@ -198,7 +198,8 @@ def training_seeds(model_dir: Path, manifest: dict, main: dict) -> list[str]:
     """The served run beside the other training seeds in ``seeds/<seed>/`` (each its bundle's manifest
     and its held-out evaluation on the same protocol), with mean ± std over seeds as OGBench reports."""
     runs = [(manifest, main, True)]
-    for seed_dir in sorted((model_dir / SEEDS).glob("*/"), key=lambda p: (len(p.name), p.name)):
+    seed_dirs = sorted((model_dir / SEEDS).glob("*/"), key=lambda p: (len(p.name), p.name))
+    for seed_dir in seed_dirs:
         report = check_report(seed_dir / EVAL, load_json(seed_dir / EVAL))
         runs.append((load_json(seed_dir / MANIFEST), report, False))
     if len(runs) == 1:
@@ -222,11 +223,13 @@ def training_seeds(model_dir: Path, manifest: dict, main: dict) -> list[str]:
         rows.append(cells)
     rows.append(["mean ± std", "", ""] + [f"{statistics.fmean(r):.1f} ± {statistics.pstdev(r):.1f} %"
                                           for r in rates.values()])
+    shipped = all((d / entry["path"]).is_file() for d in seed_dirs for entry in load_json(d / MANIFEST)["files"].values())
+    weights = (f"each a whole bundle: `l3p serve --bundle models/{model_dir.resolve().name}/{SEEDS}/<seed>`"
+               if shipped else "their weights are not shipped")
     return (["## Training seeds", "",
              f"{len(runs)} training seeds, each trained, exported and evaluated by the same commands (seed "
              f"aside) on the same held-out episodes; std over seeds is the population std (as numpy's `std`). "
-             f"The other seeds' manifests and evaluations are in `{SEEDS}/<seed>/` (their weights are not "
-             f"shipped).", ""]
+             f"The other seeds' manifests and evaluations are in `{SEEDS}/<seed>/` ({weights}).", ""]
             + table(["training seed", "optimizer steps", "bundle digest"] + [f"`{v}`" for v in variants], rows,
                     ["l", "r", "l"] + ["r"] * len(variants)) + [""])
 

@@ -274,6 +274,13 @@ def test_other_training_seeds_make_a_seeds_table_with_mean_and_std(model_copy):
     assert "## Training seeds" in card
     assert f"| 2 | " in card and f"{served_l3p['successes'] + 2} / {n}" in card
     assert f"{mean:.1f} ± {std:.1f} %" in card
+    assert "(their weights are not shipped)" in card
+    # With every seed's graphs beside its manifest, each seed is a bundle to serve.
+    for seed in (1, 2):
+        for entry in manifest["files"].values():
+            shutil.copy(model_copy / entry["path"], model_copy / "seeds" / str(seed) / entry["path"])
+    assert (f"(each a whole bundle: `l3p serve --bundle models/{model_copy.name}/seeds/<seed>`)"
+            in render(model_copy))
     # Seeds compare on the same episodes only.
     r = json.loads((model_copy / "seeds" / "2" / EVAL).read_text())
     r["episodes"] += 1
