@@ -223,7 +223,9 @@ def training_seeds(model_dir: Path, manifest: dict, main: dict) -> list[str]:
         rows.append(cells)
     rows.append(["mean ± std", "", ""] + [f"{statistics.fmean(r):.1f} ± {statistics.pstdev(r):.1f} %"
                                           for r in rates.values()])
-    shipped = all((d / entry["path"]).is_file() for d in seed_dirs for entry in load_json(d / MANIFEST)["files"].values())
+    shipped = all((seed_dir / entry["path"]).is_file()
+                  for seed_dir, (seed_manifest, _, _) in zip(seed_dirs, runs[1:])
+                  for entry in seed_manifest["files"].values())
     weights = (f"each a whole bundle: `l3p serve --bundle models/{model_dir.resolve().name}/{SEEDS}/<seed>`"
                if shipped else "their weights are not shipped")
     return (["## Training seeds", "",
