@@ -22,7 +22,7 @@ expert), and its metadata records them with the protocol (core/dataset.py). The 
 OGBench's (the point's x-y; the ant's 29-d state), the achieved goal the robot's x-y.
 
 ``l3p dataset pointmaze-large-stitch-v0 --out data/pointmaze-large-stitch-v0.npz``
-``l3p dataset antmaze-large-navigate-v0 --expert runs/ant-expert-s0/policy.npz``
+``l3p dataset antmaze-large-navigate-v0 --expert experts/ant-s0/policy.npz``
 """
 from __future__ import annotations
 
