@@ -640,9 +640,13 @@ def test_reflection_lists_the_services(stub, server):
 
 def refused(stub) -> bool:
     try:
-        stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=TIMEOUT)
+        stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=3)
         return False
     except grpc.RpcError as error:
+        # A call racing gRPC core's shutdown can go unanswered until its deadline (grpc/grpc#10418);
+        # a client holds and calls again, and the next call must be refused.
+        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return False
         # CANCELLED: a call that reached the server just as it stopped taking new ones.
         assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
         return True
