@@ -46,6 +46,25 @@ def test_an_edge_is_supported_only_where_an_episode_passed_along_it_within_its_l
     assert steps[0, 6] > SUPPORT_RATIO * 4
 
 
+def test_centred_landmarks_move_off_the_rim_of_the_data_into_its_middle() -> None:
+    """A corridor 10 long and 2 wide, recorded densely; landmarks picked on its walls (as farthest-point
+    picks lie) end down its middle, spread along it as before, each a recorded goal."""
+    from l3p.training.export import centred_landmarks
+
+    rng = np.random.default_rng(0)
+    goals = np.stack([rng.uniform(0, 10, 20000), rng.uniform(-1, 1, 20000)], axis=1)
+    picks = [int(np.argmin(((goals - [x, y]) ** 2).sum(1))) for x, y in
+             [(0.5, 1), (2.5, -1), (4.5, 1), (6.5, -1), (8.5, 1), (9.5, -1)]]
+    centred = centred_landmarks(goals[picks], goals)
+    assert centred.dtype == np.float32 and centred.shape == (6, 2)
+    assert np.abs(goals[picks][:, 1]).min() > 0.95  # on the walls before
+    assert np.abs(centred[:, 1]).max() < 0.1  # in the middle after
+    assert np.all(np.diff(np.sort(centred[:, 0])) > 1.2)  # still spread along the corridor
+    for landmark in centred:  # each a recorded goal
+        assert np.isclose(goals, landmark, atol=1e-6).all(axis=1).any()
+    np.testing.assert_array_equal(centred_landmarks(goals[picks], goals), centred)  # deterministic
+
+
 def test_d_max_is_the_margin_over_the_shortest_cut_that_joins_the_landmarks() -> None:
     landmarks, goals, bounds = u_corridor()
     graph = data_graph(landmarks, goals, bounds, line_value_fn)

@@ -403,14 +403,18 @@ def test_the_config_carries_the_export_recipe_to_the_runs_bundle_and_to_export(d
     from l3p.serving.bundle import load_bundle
     from l3p.training.commands import add_export_arguments, add_train_arguments, run_export, run_train
 
-    cfg = tiny_cfg(dataset, 60, export_landmarks="gls", export_n_landmarks=12, export_graph="data")
+    cfg = tiny_cfg(dataset, 60, export_landmarks="centred", export_n_landmarks=12, export_graph="data")
     config = tmp_path / "recipe.json"
     config.write_text(json.dumps(cfg.to_dict()))
     parser = argparse.ArgumentParser()
     add_train_arguments(parser)
     assert run_train(parser.parse_args(["--config", str(config), "--out", str(tmp_path / "run"), "--no-progress"])) == 0
     at_end = json.loads((tmp_path / "run" / "bundle" / "manifest.json").read_text())
-    assert at_end["provenance"]["export"] == {"landmarks": "gls", "n_landmarks": 12, "graph": "data"}
+    assert at_end["provenance"]["export"] == {"landmarks": "centred", "n_landmarks": 12, "graph": "data"}
+    assert "then centred" in at_end["provenance"]["landmarks"]
+    recorded = np.asarray(load_dataset(dataset).achieved_goals, np.float32)
+    for landmark in load_bundle(tmp_path / "run" / "bundle").landmarks:  # each a recorded goal
+        assert (recorded == landmark).all(axis=1).any()
     assert at_end["provenance"]["graph"]["edges"] == "data-supported" and at_end["planner"]["follow_edges"] is True
 
     parser = argparse.ArgumentParser()
@@ -432,7 +436,7 @@ def test_the_config_carries_the_export_recipe_to_the_runs_bundle_and_to_export(d
 
 
 def test_export_settings_that_do_not_go_together_are_refused_by_name(dataset):
-    with pytest.raises(ValueError, match="export_n_landmarks .* goes with export_landmarks 'gls'"):
+    with pytest.raises(ValueError, match="export_n_landmarks .* goes with export_landmarks 'gls' or 'centred'"):
         tiny_cfg(dataset, 20, export_n_landmarks=12)
     with pytest.raises(ValueError, match="export_graph must be one of all, data, got 'dat'.*data"):
         tiny_cfg(dataset, 20, export_graph="dat")

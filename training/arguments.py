@@ -57,12 +57,13 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--planner", action="append", default=[], metavar="KEY=VALUE",
                         help=f"a served planner default (repeatable), e.g. local_horizon=30. {options}")
     parser.add_argument("--landmarks", choices=LANDMARK_KINDS,
-                        help="graph nodes: the decoded cluster centroids (L3P) or GLS-spread achieved goals from "
-                             "the run's replay or dataset (states the robot has visited); default: the run's "
+                        help="graph nodes: the decoded cluster centroids (L3P), GLS-spread achieved goals from "
+                             "the run's replay or dataset (gls: states the robot has visited), or those goals "
+                             "centred in the ground the data covers (centred: off the walls); default: the run's "
                              "export_landmarks (centroids unless its config says otherwise)")
     parser.add_argument("--n-landmarks", type=int, metavar="N",
-                        help="with --landmarks gls: how many (default: the run's export_n_landmarks, else its "
-                             "n_landmarks, its cluster count)")
+                        help="with --landmarks gls or centred: how many (default: the run's export_n_landmarks, "
+                             "else its n_landmarks, its cluster count)")
     parser.add_argument("--graph", choices=GRAPHS,
                         help="the landmark graph served: every pair V connects (all, Algorithm 1), or data: only "
                              "edges the run's dataset or replay passes along, d_max from the graph, local_cut, "

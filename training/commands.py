@@ -27,9 +27,10 @@ from l3p.datasets.source import open_dataset
 from l3p.sim.draw import plot_landmarks
 from l3p.training.agent import L3PAgent
 from l3p.training.arguments import add_export_arguments, add_train_arguments  # noqa: F401
-from l3p.training.config import TrainConfig, check as check_train_keys, describe, preset
+from l3p.training.config import SAMPLED_LANDMARKS, TrainConfig, check as check_train_keys, describe, preset
 from l3p.training.edges import data_graph
-from l3p.training.export import ExportError, agent_from_checkpoint, export_bundle, gls_landmarks, rebundle
+from l3p.training.export import (CENTRE_ITERATIONS, ExportError, agent_from_checkpoint, centred_landmarks,
+                                 export_bundle, gls_landmarks, rebundle)
 from l3p.training.offline import OfflineTrainer
 from l3p.training.run_files import CHECKPOINT, REPLAY, SNAPSHOTS, load_checkpoint, run_provenance
 from l3p.training.trainer import Trainer
@@ -208,7 +209,7 @@ def run_export(args: argparse.Namespace) -> int:
     if args.n_landmarks is not None:
         n_landmarks = args.n_landmarks
     else:
-        n_landmarks = cfg.export_n_landmarks if landmarks == cfg.export_landmarks else None
+        n_landmarks = cfg.export_n_landmarks if landmarks in SAMPLED_LANDMARKS else None  # set only for those
     bundle_dir = write_bundle(agent, run_dir, Path(args.out_dir), provenance, landmarks=landmarks,
                               n_landmarks=n_landmarks, graph=cfg.export_graph if args.graph is None else args.graph,
                               planner_overrides=planner_overrides, force=args.force, sign_key=args.sign_key,
@@ -234,18 +235,22 @@ def write_bundle(agent: L3PAgent, run_dir: Path, out_dir: Path, provenance: dict
               f"exporting GLS-spread {'dataset' if agent.cfg.dataset else 'replay'} goals instead "
               f"(as --landmarks gls)", file=sys.stderr)
         landmarks = "gls"
-    if n_landmarks is not None and (landmarks != "gls" or n_landmarks < 2):
-        raise ExportError("--n-landmarks N (N >= 2) goes with --landmarks gls: the centroids are the run's "
-                          f"{agent.cfg.n_landmarks} clusters")
+    if n_landmarks is not None and (landmarks not in SAMPLED_LANDMARKS or n_landmarks < 2):
+        raise ExportError("--n-landmarks N (N >= 2) goes with --landmarks gls or centred: the centroids are the "
+                          f"run's {agent.cfg.n_landmarks} clusters")
     nodes = None
-    if landmarks == "gls":
+    if landmarks in SAMPLED_LANDMARKS:
         goals = run_goals(run_dir, agent.cfg)
         if goals is None:
-            raise ExportError(f"--landmarks gls needs the run's replay ({run_dir / REPLAY}) or its dataset")
+            raise ExportError(f"--landmarks {landmarks} needs the run's replay ({run_dir / REPLAY}) or its dataset")
         sample = goals[np.random.default_rng(0).integers(0, len(goals), 10 * agent.cfg.gls_sample)]
         nodes = gls_landmarks(agent, sample, n=n_landmarks)
         provenance["landmarks"] = (f"GLS: {len(nodes)} achieved goals of the run's replay or dataset, spread "
                                    f"in the learned latent space (from {len(sample)} sampled), not decoded centroids")
+        if landmarks == "centred":
+            nodes = centred_landmarks(nodes, sample)
+            provenance["landmarks"] += (f"; then centred: {CENTRE_ITERATIONS} Lloyd iterations over the same "
+                                        f"sampled goals, each landmark the goal of its share nearest the share's mean")
     served = agent.landmarks() if nodes is None else nodes
     edges = None
     if graph == "data":

@@ -25,8 +25,11 @@ COLLECTORS = ("inline", "process", "ray")
 EVAL_PAIRS = ("random", "far", "tasks")
 """How evaluation episodes pick start and goal (see ``TrainConfig.eval_pairs``)."""
 
-LANDMARK_KINDS = ("centroids", "gls")
-"""A bundle's graph nodes: the decoded cluster centroids (L3P) or GLS-spread achieved goals."""
+LANDMARK_KINDS = ("centroids", "gls", "centred")
+"""A bundle's graph nodes: the decoded cluster centroids (L3P), GLS-spread achieved goals, or those
+goals centred in the ground the data covers (training/export.py `centred_landmarks`)."""
+SAMPLED_LANDMARKS = ("gls", "centred")
+"""The kinds picked from the run's achieved goals, as many as ``export_n_landmarks``."""
 
 GRAPHS = ("all", "data")
 """A bundle's graph edges: every pair V connects (Algorithm 1), or only those the run's data supports."""
@@ -163,9 +166,12 @@ class TrainConfig:
 
     # --- the bundle: what the run writes at its end, and l3p export's defaults for its snapshots ---
     export_landmarks: str = documented("centroids", "the bundle's graph nodes: 'centroids' (the decoded cluster "
-                                       "centroids, L3P) or 'gls' (achieved goals of the replay or dataset, spread "
-                                       "in the latent space by GLS: states the robot has been in)")
-    export_n_landmarks: int | None = documented(None, "export_landmarks 'gls': how many; null: n_landmarks")
+                                       "centroids, L3P), 'gls' (achieved goals of the replay or dataset, spread "
+                                       "in the latent space by GLS: states the robot has been in) or 'centred' "
+                                       "(those goals, each then moved to the middle of the recorded goals "
+                                       "nearest it: off the walls the data keeps away from)")
+    export_n_landmarks: int | None = documented(None, "export_landmarks 'gls' or 'centred': how many; null: "
+                                                "n_landmarks")
     export_graph: str = documented("all", "the bundle's graph edges: 'all' (every pair V connects, Algorithm 1) or "
                                    "'data' (only edges the dataset or replay passes along; d_max and the planner "
                                    "options that follow the edges from the graph, training/edges.py)")
@@ -219,8 +225,9 @@ class TrainConfig:
         if self.export_landmarks not in LANDMARK_KINDS:
             raise ValueError(f"export_landmarks must be one of {', '.join(LANDMARK_KINDS)}, got "
                              f"{self.export_landmarks!r}" + did_you_mean(self.export_landmarks, LANDMARK_KINDS))
-        if self.export_n_landmarks is not None and (self.export_landmarks != "gls" or self.export_n_landmarks < 2):
-            raise ValueError(f"export_n_landmarks (>= 2) goes with export_landmarks 'gls', got "
+        if self.export_n_landmarks is not None and (self.export_landmarks not in SAMPLED_LANDMARKS
+                                                    or self.export_n_landmarks < 2):
+            raise ValueError(f"export_n_landmarks (>= 2) goes with export_landmarks 'gls' or 'centred', got "
                              f"{self.export_n_landmarks!r} with {self.export_landmarks!r} (the centroids are the "
                              f"run's n_landmarks clusters)")
         if self.export_graph not in GRAPHS:

@@ -33,8 +33,10 @@ from l3p.core.signing import load_private_key, sign_bundle
 from l3p.sim.envs import env_spec, make_env
 from l3p.training.agent import L3PAgent
 from l3p.training.config import TrainConfig
+from l3p.training.edges import near_labels
 
 OPSET = 17
+CENTRE_ITERATIONS = 10  # centred_landmarks: Lloyd iterations (they settle within a few)
 # float32 graphs: |onnx - torch| <= ATOL + RTOL * |torch| (distances reach hundreds of steps, where
 # float32 rounding alone is ~1e-5 relative).
 PARITY_ATOL = 1e-4
@@ -261,6 +263,26 @@ def gls_landmarks(agent: L3PAgent, replay_goals: np.ndarray, seed: int = 0, n: i
     which can fall inside obstacles)."""
     rng = np.random.default_rng(seed)
     return replay_goals[agent.gls_indices(replay_goals, n or agent.cfg.n_landmarks, rng)].astype(np.float32)
+
+
+def centred_landmarks(landmarks: np.ndarray, goals: np.ndarray, iterations: int = CENTRE_ITERATIONS) -> np.ndarray:
+    """``landmarks`` moved into the middle of the ground ``goals`` cover (export_landmarks 'centred'), by
+    Lloyd iterations: each recorded goal goes to its nearest landmark, and each landmark moves to the
+    goal of its share nearest the share's mean. Farthest-point picks (GLS) lie at the rim of the data,
+    which in a maze is along the walls; these stay recorded goals, spread as evenly, down the middle."""
+    nodes = np.array(landmarks, np.float64)
+    goals = np.asarray(goals, np.float64)
+    for _ in range(iterations):
+        share = near_labels(goals, nodes, np.inf)
+        counts = np.bincount(share, minlength=len(nodes))
+        means = np.zeros_like(nodes)
+        np.add.at(means, share, goals)
+        means /= np.maximum(counts, 1)[:, None]
+        gap = ((goals - means[share]) ** 2).sum(axis=1)
+        order = np.lexsort((gap, share))  # by share, then nearest its mean first
+        first = order[np.r_[True, share[order][1:] != share[order][:-1]]]
+        nodes[share[first]] = goals[first]
+    return nodes.astype(np.float32)
 
 
 def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (1, 81), seed: int = 0,
