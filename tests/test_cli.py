@@ -102,7 +102,7 @@ def test_a_missing_extra_is_one_line_naming_it_whatever_the_options(argv, hidden
 
 @pytest.mark.parametrize("name, hidden, extra, option", [
     ("train", ["torch"], "train", "--resume RUN_DIR"),
-    ("export", ["torch"], "train", "--landmarks {centroids,gls}"),
+    ("export", ["torch"], "train", "--landmarks {centroids,gls,centred}"),
     ("serve", ["onnxruntime"], "serve", "--max-sessions N"),
     ("run", ["gymnasium"], "sim", "--no-progress"),
     ("eval", ["gymnasium"], "sim", "--modes MODE,..."),
