@@ -5,6 +5,7 @@ the behaviour, not the learning."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -133,12 +134,15 @@ def test_an_antmaze_stitch_dataset_follows_the_protocol_and_is_deterministic(tmp
         generate(spec, 0)
 
 
-def test_a_tiny_expert_run_checkpoints_resumes_and_exports_its_actor(tmp_path):
+def test_a_tiny_expert_run_checkpoints_resumes_and_exports_its_actor(tmp_path, monkeypatch):
     pytest.importorskip("stable_baselines3")
     from l3p.training.expert import ExpertConfig, ExpertError, ExpertRun
 
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # no SB3 log folder there
+
     small = dict(out=tmp_path / "run", learning_starts=40, batch_size=16, hidden_sizes=(16, 16), checkpoint_every=60,
-                 log_every=30, seed=2)
+                 log_every=30, seed=2, select_episodes_per_task=1, eval_maze="medium")
     run = ExpertRun(ExpertConfig(steps=120, **small))
     run.learn()
     out = tmp_path / "run"
@@ -154,12 +158,21 @@ def test_a_tiny_expert_run_checkpoints_resumes_and_exports_its_actor(tmp_path):
     assert provenance["command"].startswith(f"l3p expert --out {out} --steps 120 --seed 2")
     x = np.random.default_rng(0).normal(size=(6, 29))
     np.testing.assert_allclose(policy(x), run.model.predict(x, deterministic=True)[0], atol=1e-5)
+    # Each checkpoint's policy is driven by the oracle on validation episodes; a tie keeps the later one.
+    selection = [row.split(",") for row in (out / "selection.csv").read_text().splitlines()]
+    assert selection[0] == ["steps", "success", "policy_sha256"] and [r[:2] for r in selection[1:]] == [
+        ["60", "0.0"], ["120", "0.0"]]
+    best = json.loads((out / "best_policy.json").read_text())
+    assert best["steps"] == 120 and best["seed_base"] == 1_500_000_000 and best["episodes_per_task"] == 1
+    assert best["env_id"] == "ogbench/antmaze-medium-v0"
+    assert load_mlp_policy(out / "best_policy.npz").digest == best["policy_sha256"] == policy.digest
 
     with pytest.raises(ExpertError, match="already holds a run"):
         ExpertRun(ExpertConfig(steps=120, **small))
     with pytest.raises(ExpertError, match="seed"):
         ExpertRun(ExpertConfig(steps=180, resume=True, **{**small, "seed": 3}))
-    resumed = ExpertRun(ExpertConfig(out=out, steps=180, resume=True))  # the run's own learning settings
+    # The run's own learning settings; how it selects may change.
+    resumed = ExpertRun(ExpertConfig(out=out, steps=180, resume=True, select_episodes_per_task=0))
     assert resumed.cfg.hidden_sizes == (16, 16) and resumed.cfg.seed == 2
     assert resumed.steps == 120 and resumed.model.replay_buffer.size() == 120
     updates = resumed.model._n_updates
@@ -169,6 +182,8 @@ def test_a_tiny_expert_run_checkpoints_resumes_and_exports_its_actor(tmp_path):
     assert resumed.steps == 180 and resumed.model._n_updates == updates + 60
     assert json.loads((out / "checkpoint" / "state.json").read_text())["steps"] == 180
     assert json.loads((out / "provenance.json").read_text())["command"].count("l3p expert") == 2
+    assert len((out / "selection.csv").read_text().splitlines()) == 3  # no selection asked: no new row
+    assert list((tmp_path / "tmp").glob("SB3-*")) == []
 
 
 def test_the_expert_evaluation_measures_direction_and_oracle_driven_success():

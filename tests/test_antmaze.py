@@ -294,12 +294,12 @@ def test_the_ant_runner_drives_end_to_end_pairs_over_a_real_server(ant_bundle, t
 
         why_not = rendering_unavailable(UMAZE)
         video = tmp_path / "ant.mp4"
-        argv = ["run", "--server", server, "--episodes", "2", "--seed", "7"]  # the paper's 500-step test
+        argv = ["run", "--server", server, "--episodes", "1", "--seed", "7"]  # the paper's 500-step test
         r = l3p(*argv, *([] if why_not else ["--video", str(video), "--video-size", "96"]), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = [line for line in r.stdout.splitlines() if line.startswith("episode")]
-    assert len(lines) == 2 and all("steps 500" in line for line in lines)
-    assert all("cells (1, 1) -> (3, 1)" in line or "cells (3, 1) -> (1, 1)" in line for line in lines)
+    assert len(lines) == 1 and "steps 500" in lines[0]
+    assert "cells (1, 1) -> (3, 1)" in lines[0] or "cells (3, 1) -> (1, 1)" in lines[0]
     if why_not:
         pytest.skip(f"offscreen rendering unavailable, video not checked: {why_not}")
     import imageio.v2 as imageio
@@ -309,5 +309,5 @@ def test_the_ant_runner_drives_end_to_end_pairs_over_a_real_server(ant_bundle, t
         frames = [f for f in reader]
     finally:
         reader.close()
-    assert len(frames) == 2 * 501  # every step plus the final state, per episode
+    assert len(frames) == 501  # every step plus the final state
     assert frames[0].shape == (96, 96, 3) and frames[0].std() > 10  # the maze from above, not a blank frame

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -51,17 +52,20 @@ def wheel(tmp_path_factory) -> Path:
 def profiles(wheel, tmp_path_factory) -> dict[str, Path]:
     """A fresh venv (no system site-packages) per profile, each with the wheel and one extra."""
     root = tmp_path_factory.mktemp("venvs")
-    venvs = {}
-    for profile, spec in (("base", ""), ("serve", "[serve]"), ("sim", "[sim]"), ("plot", "[serve,sim]"),
-                          ("datasets", "[datasets]")):
+
+    def make(profile: str, spec: str) -> Path:
         venv = root / profile
         proc = run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=root)
         assert proc.returncode == 0, proc.stderr
         proc = run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q",
                    "--disable-pip-version-check", f"{wheel}{spec}", cwd=root)
         assert proc.returncode == 0, proc.stderr
-        venvs[profile] = venv / "bin"
-    return venvs
+        return venv / "bin"
+
+    specs = {"base": "", "serve": "[serve]", "sim": "[sim]", "plot": "[serve,sim]", "datasets": "[datasets]"}
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # installs wait on disk as much as CPU
+        futures = {profile: pool.submit(make, profile, spec) for profile, spec in specs.items()}
+        return {profile: future.result() for profile, future in futures.items()}
 
 
 def installed(bin_dir: Path, module: str, cwd: Path) -> bool:

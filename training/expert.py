@@ -11,7 +11,11 @@ The run directory holds ``config.json``; ``checkpoint/`` (model, optimizers, rep
 states, step count: ``--resume`` continues from it); ``progress.csv`` (steps/s and the mean
 displacement · z per step over each window); ``policy.npz`` (the deterministic actor as numpy,
 l3p.core.mlp_policy: what the dataset generator and ``--evaluate`` run, without torch) and
-``provenance.json`` (command, seed, code version, the policy's sha256) beside it.
+``provenance.json`` (command, seed, code version, the policy's sha256) beside it. SAC's policy
+swings from checkpoint to checkpoint, so each checkpoint's policy is also driven by the oracle on
+validation episodes of ``--eval-maze`` (``selection.csv``), and the best so far is kept as
+``best_policy.npz`` (``best_policy.json``: its steps and validation success); ``--evaluate --best``
+measures it on the held-out episodes.
 
 ``l3p expert --out runs/ant-expert-s0``; ``l3p expert --out runs/ant-expert-s0 --resume``
 """
@@ -37,12 +41,15 @@ import numpy as np
 
 from l3p.core.commandline import option
 from l3p.core.errors import INTERRUPTED, L3PError
-from l3p.core.mlp_policy import MLPPolicy, save_mlp_policy
-from l3p.training.expert_eval import ENV_ID, POLICY, make_direction_env, run_expert_eval
+from l3p.core.mlp_policy import MLPPolicy, load_mlp_policy, save_mlp_policy
+from l3p.core.seeds import VALIDATION
+from l3p.training.expert_eval import (BEST, BEST_INFO, ENV_ID, POLICY, make_direction_env, oracle_driven,
+                                      run_expert_eval)
 
 CHECKPOINT = "checkpoint"
 PROGRESS = "progress.csv"
 PROVENANCE = "provenance.json"
+SELECTION = "selection.csv"
 CONFIG = "config.json"
 RUN = "the run"
 SAC = "SAC (OGBench's impls/agents/sac.py settings)"
@@ -85,6 +92,10 @@ class ExpertConfig:
     checkpoint_every: int = option(25_000, "env steps between checkpoints (and policy.npz, provenance.json)",
                                    parse=_positive_int, metavar="N", group=RUN)
     log_every: int = option(5_000, "env steps between progress lines", parse=_positive_int, metavar="N", group=RUN)
+    select_episodes_per_task: int = option(20, "at each checkpoint, oracle-driven validation episodes per task of "
+                                               "--eval-maze's antmaze; the best policy so far is kept as "
+                                               "best_policy.npz (0: no selection)", parse=_non_negative_int,
+                                           metavar="N", group=RUN)
     # One thread: the machine's other core trains something else, and SAC's 256-wide layers gain
     # little from a second one.
     torch_threads: int = option(1, "torch intra-op threads", parse=_positive_int, metavar="N", group=RUN)
@@ -109,12 +120,15 @@ class ExpertConfig:
                                    "(written to --out/expert_eval.json)", group=EVALUATION)
     eval_direction_episodes: int = option(10, "episodes of direction following (0: skip)", parse=_non_negative_int,
                                           metavar="N", group=EVALUATION)
-    eval_maze: str = option("large", "the antmaze whose five evaluation tasks the oracle-driven expert runs",
+    eval_maze: str = option("large", "the antmaze whose five evaluation tasks the oracle-driven expert runs "
+                                     "(and the checkpoints are selected on)",
                             choices=("medium", "large", "giant"), group=EVALUATION)
     eval_episodes_per_task: int = option(50, "oracle-driven episodes per task, OGBench's 50 (0: skip)",
                                          parse=_non_negative_int, metavar="N", group=EVALUATION)
     eval_noise: float = option(0.0, "Gaussian action noise of the oracle-driven expert (the datasets' is 0.2)",
                                group=EVALUATION)
+    eval_best: bool = option(False, "with --evaluate: measure best_policy.npz (the validation pick) instead of "
+                                    "policy.npz", flag="--best", group=EVALUATION)
 
     def __post_init__(self) -> None:
         if not 0 < self.gamma < 1 or not 0 < self.tau <= 1 or self.learning_rate <= 0:
@@ -122,7 +136,8 @@ class ExpertConfig:
 
     def learning(self) -> dict[str, Any]:
         """The settings that define what is learned: a resumed run must keep them."""
-        run_only = {"out", "steps", "resume", "force", "checkpoint_every", "log_every", "torch_threads", "evaluate"}
+        run_only = {"out", "steps", "resume", "force", "checkpoint_every", "log_every", "torch_threads", "evaluate",
+                    "select_episodes_per_task"}
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if f.name not in run_only and not f.name.startswith("eval_")}
 
@@ -169,7 +184,7 @@ class ExpertRun:
     def __init__(self, cfg: ExpertConfig):
         import torch
         from stable_baselines3 import SAC as SACAlgorithm
-        from stable_baselines3.common.logger import configure
+        from stable_baselines3.common.logger import Logger
 
         from l3p.training.export import code_state
 
@@ -202,7 +217,8 @@ class ExpertRun:
                 policy_kwargs={"net_arch": list(cfg.hidden_sizes)}, seed=cfg.seed, device="cpu", verbose=0)
             self.wall_s = 0.0
             self.command = command_line(cfg)
-        self.model.set_logger(configure(None, []))  # losses are read from it; it prints nothing
+        # Losses are read from it; it writes nothing (SB3's configure() would make a folder in /tmp).
+        self.model.set_logger(Logger(folder=None, output_formats=[]))
         (self.out / CONFIG).write_text(json.dumps(self.cfg.to_json(), indent=2) + "\n")
 
     def _read_state(self, ckpt: Path) -> dict[str, Any]:
@@ -247,12 +263,16 @@ class ExpertRun:
                 # Here (one env step per rollout) the step's transition is stored, its update not yet done.
                 if self.num_timesteps % run.cfg.checkpoint_every == 0:
                     run.checkpoint()
+                    if self.num_timesteps < run.cfg.steps:  # the last is selected after its update
+                        run.select()
 
         remaining = self.cfg.steps - self.steps
         if remaining > 0:
             self.model.learn(total_timesteps=remaining, callback=Progress(), log_interval=None,
                              reset_num_timesteps=False, progress_bar=False)
         self.checkpoint()
+        if self.steps >= self.cfg.steps:  # the last policy is a candidate too; one stopped early is not
+            self.select()
 
     def _window_start(self) -> None:
         self._t0, self._s0 = time.perf_counter(), self.steps
@@ -268,13 +288,7 @@ class ExpertRun:
                "displacement_z_per_step": round(self._reward_sum / max(n, 1), 5), "episodes_ended": self._episodes,
                **{k: round(float(values[f"train/{k}"]), 5) if f"train/{k}" in values else ""
                   for k in ("ent_coef", "actor_loss", "critic_loss")}}
-        path = self.out / PROGRESS
-        new = not path.exists()
-        with open(path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(row))
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        _append_row(self.out / PROGRESS, row)
         eta = (self.cfg.steps - self.steps) / max(rate, 1e-9)
         print(f"{self.steps}/{self.cfg.steps} steps  {rate:.1f} steps/s  displacement·z/step "
               f"{row['displacement_z_per_step']:.4f}  ent_coef {row['ent_coef']}  eta {eta / 3600:.2f} h",
@@ -302,6 +316,29 @@ class ExpertRun:
             if old.name not in (*names.values(), "state.json"):
                 old.unlink()
 
+    def select(self) -> None:
+        """Drive policy.npz by the oracle on validation episodes; a row of selection.csv, and
+        best_policy.npz (+ .json) if it does at least as well as the best so far (ties: the later)."""
+        if not self.cfg.select_episodes_per_task:
+            return
+        policy = load_mlp_policy(self.out / POLICY)
+        result = oracle_driven(policy, self.cfg.eval_maze, self.cfg.select_episodes_per_task, VALIDATION)
+        row = {"steps": self.steps, "success": round(result["success"], 4), "policy_sha256": policy.digest}
+        _append_row(self.out / SELECTION, row)
+        best_json = self.out / BEST_INFO
+        best = json.loads(best_json.read_text()) if best_json.exists() else None
+        kept = best is None or result["success"] >= best["success"]
+        if kept:
+            shutil.copyfile(self.out / POLICY, self.out / f"{BEST}.tmp")
+            os.replace(self.out / f"{BEST}.tmp", self.out / BEST)
+            info = {"steps": self.steps, "policy_sha256": policy.digest, "success": result["success"],
+                    "success_per_task": result["success_per_task"], "env_id": result["env_id"],
+                    "episodes_per_task": self.cfg.select_episodes_per_task, "seed_base": VALIDATION}
+            best_json.write_text(json.dumps(info, indent=2) + "\n")
+        print(f"validation at {self.steps} steps: oracle-driven {100 * result['success']:.1f}% on {result['env_id']}"
+              + (" (best so far: kept as best_policy.npz)" if kept else
+                 f" (best {100 * best['success']:.1f}% at {best['steps']} steps)"), flush=True)
+
     def provenance(self, digest: str) -> dict[str, Any]:
         import stable_baselines3
         import torch
@@ -320,6 +357,16 @@ class ExpertRun:
         digest = save_mlp_policy(self.out / POLICY, policy)
         (self.out / PROVENANCE).write_text(json.dumps(self.provenance(digest), indent=2, default=str) + "\n")
         return digest
+
+
+def _append_row(path: Path, row: dict[str, Any]) -> None:
+    """One row of a CSV file, with the header if the file is new."""
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 def _get_rng() -> dict[str, Any]:

@@ -11,7 +11,8 @@
 It runs the numpy policy file (what the dataset generator runs), so no torch. Episodes use the
 held-out seeds (l3p.core.seeds.HELD_OUT + i). Results print as a table and go to a JSON file.
 
-``l3p expert --out runs/ant-expert-s0 --evaluate``
+``l3p expert --out runs/ant-expert-s0 --evaluate [--best]`` (``--best``: the run's validation pick,
+``best_policy.npz``, to ``expert_eval_best.json``)
 """
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ from l3p.core.seeds import HELD_OUT
 
 ENV_ID = "online-ant-v0"
 POLICY = "policy.npz"
+BEST = "best_policy.npz"
+BEST_INFO = "best_policy.json"
 RESULTS = "expert_eval.json"
+BEST_RESULTS = "expert_eval_best.json"
 
 
 def make_direction_env(resample_interval: int = 100, max_episode_steps: int | None = None):
@@ -90,7 +94,7 @@ def oracle_driven(policy: MLPPolicy, maze: str, episodes_per_task: int, seed_bas
 def run_expert_eval(cfg) -> int:
     """Both measurements of the policy in ``cfg.out`` (an `ExpertConfig`), printed and written to
     ``cfg.out/expert_eval.json``."""
-    path = Path(cfg.out) / POLICY
+    path = Path(cfg.out) / (BEST if cfg.eval_best else POLICY)
     policy = load_mlp_policy(path)
     if policy.input_dim != 29 or policy.action_dim != 8:
         raise L3PError(f"{path}: an ant expert maps 29 inputs to 8 actions, this one {policy.input_dim} to "
@@ -109,7 +113,7 @@ def run_expert_eval(cfg) -> int:
               + "  ".join(f"task {t} {100 * r:.0f}%" for t, r in o["success_per_task"].items())
               + f"  overall {100 * o['success']:.1f}%", flush=True)
     result["wall_time_s"] = round(time.time() - t0, 1)
-    out = Path(cfg.out) / RESULTS
+    out = Path(cfg.out) / (BEST_RESULTS if cfg.eval_best else RESULTS)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
     return 0
