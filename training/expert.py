@@ -41,7 +41,7 @@ import numpy as np
 
 from l3p.core.commandline import option
 from l3p.core.errors import INTERRUPTED, L3PError
-from l3p.core.mlp_policy import MLPPolicy, load_mlp_policy, save_mlp_policy
+from l3p.core.mlp_policy import MLPPolicy, save_mlp_policy
 from l3p.core.seeds import VALIDATION
 from l3p.training.expert_eval import (BEST, BEST_INFO, ENV_ID, POLICY, make_direction_env, oracle_driven,
                                       run_expert_eval)
@@ -262,17 +262,17 @@ class ExpertRun:
             def _on_rollout_end(self) -> None:
                 # Here (one env step per rollout) the step's transition is stored, its update not yet done.
                 if self.num_timesteps % run.cfg.checkpoint_every == 0:
-                    run.checkpoint()
+                    policy = run.checkpoint()
                     if self.num_timesteps < run.cfg.steps:  # the last is selected after its update
-                        run.select()
+                        run.select(policy)
 
         remaining = self.cfg.steps - self.steps
         if remaining > 0:
             self.model.learn(total_timesteps=remaining, callback=Progress(), log_interval=None,
                              reset_num_timesteps=False, progress_bar=False)
-        self.checkpoint()
+        policy = self.checkpoint()
         if self.steps >= self.cfg.steps:  # the last policy is a candidate too; one stopped early is not
-            self.select()
+            self.select(policy)
 
     def _window_start(self) -> None:
         self._t0, self._s0 = time.perf_counter(), self.steps
@@ -295,7 +295,7 @@ class ExpertRun:
               flush=True)
         self._window_start()
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> MLPPolicy:
         """Model, replay buffer and RNG states under names tagged by the step count, then state.json
         (written last and atomically: a run stopped mid-checkpoint resumes from the previous one)."""
         ckpt = self.out / CHECKPOINT
@@ -306,22 +306,23 @@ class ExpertRun:
         self.model.save_replay_buffer(ckpt / names["replay"])
         with open(ckpt / names["rng"], "wb") as f:
             pickle.dump(_get_rng(), f)
-        digest = self.save_policy()
+        policy = self.save_policy()
         state = {**names, "steps": self.steps, "wall_s": round(self.wall_s, 1), "command": self.command,
-                 "policy_sha256": digest}
+                 "policy_sha256": policy.digest}
         tmp = ckpt / "state.json.tmp"
         tmp.write_text(json.dumps(state, indent=2) + "\n")
         os.replace(tmp, ckpt / "state.json")
         for old in ckpt.iterdir():
             if old.name not in (*names.values(), "state.json"):
                 old.unlink()
+        return policy
 
-    def select(self) -> None:
-        """Drive policy.npz by the oracle on validation episodes; a row of selection.csv, and
-        best_policy.npz (+ .json) if it does at least as well as the best so far (ties: the later)."""
+    def select(self, policy: MLPPolicy) -> None:
+        """Drive the policy just saved as policy.npz by the oracle on validation episodes; a row of
+        selection.csv, and best_policy.npz (+ .json) if it does at least as well as the best so far
+        (ties: the later)."""
         if not self.cfg.select_episodes_per_task:
             return
-        policy = load_mlp_policy(self.out / POLICY)
         result = oracle_driven(policy, self.cfg.eval_maze, self.cfg.select_episodes_per_task, VALIDATION)
         row = {"steps": self.steps, "success": round(result["success"], 4), "policy_sha256": policy.digest}
         _append_row(self.out / SELECTION, row)
@@ -350,13 +351,13 @@ class ExpertRun:
                 "machine": f"{platform.machine()} {os.cpu_count()} cpu, torch {torch.__version__}, "
                            f"{self.cfg.torch_threads} thread(s)"}
 
-    def save_policy(self) -> str:
-        """policy.npz and provenance.json for the weights as they are now; returns the policy's digest."""
+    def save_policy(self) -> MLPPolicy:
+        """policy.npz and provenance.json for the weights as they are now; returns the policy."""
         policy = export_policy(self.model, {"env": ENV_ID, "env_steps": self.steps, "seed": self.cfg.seed,
                                             "input": "ant state without x-y (27) + unit direction (2)"})
         digest = save_mlp_policy(self.out / POLICY, policy)
         (self.out / PROVENANCE).write_text(json.dumps(self.provenance(digest), indent=2, default=str) + "\n")
-        return digest
+        return policy
 
 
 def _append_row(path: Path, row: dict[str, Any]) -> None:
