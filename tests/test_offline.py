@@ -207,8 +207,9 @@ def export_of(provenance: dict) -> dict:
     ("ogbench-antmaze-offline", "antmaze-giant-stitch")])
 def test_the_recipe_file_makes_the_shipped_offline_model_and_its_other_seeds(recipe, model):
     """configs/<recipe>.toml with a model's dataset is the card's recipe: every training seed's config
-    (the served one and seeds/<seed>/) is the file's, seed aside, and each bundle was exported by the
-    file's export keys."""
+    (the served one and seeds/<seed>/) is the file's, seed and the dataset file's location aside, every
+    seed learned from one dataset of the model's name, and each bundle was exported by the file's
+    export keys."""
     import argparse
 
     from l3p.core.bundle_format import read_manifest
@@ -229,11 +230,14 @@ def test_the_recipe_file_makes_the_shipped_offline_model_and_its_other_seeds(rec
         prov = manifest["provenance"]
         trained = TrainConfig.from_dict(prov["config"])
         # Runs made before the export keys existed carry them as their export command's flags.
-        assert cfg.replace(seed=trained.seed, **{k: getattr(trained, k) for k in EXPORT_KEYS}) == trained
+        assert cfg.replace(seed=trained.seed, dataset=trained.dataset,
+                           **{k: getattr(trained, k) for k in EXPORT_KEYS}) == trained
+        assert prov["dataset"]["made_by"]["name"] == f"{model}-v0"
         assert prov["optimizer_steps"] == cfg.offline_updates
         assert export_of(prov) == {"landmarks": cfg.export_landmarks, "n_landmarks": cfg.export_n_landmarks,
                                    "graph": cfg.export_graph}
     assert sorted(m["provenance"]["seed"] for m in manifests) == list(range(len(manifests)))
+    assert len({m["provenance"]["dataset"]["sha256"] for m in manifests}) == 1
 
 
 def test_exporting_before_the_clusters_start_says_when_they_do(dataset, tmp_path, capsys):
