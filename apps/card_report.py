@@ -121,7 +121,8 @@ def variant_label(variant: str, planner: dict) -> str:
     if mode == "l3p" and not overrides:
         opts = [f"{planner.get('search', 'soft')} search", f"d_max {number(planner.get('d_max'))}",
                 f"local horizon {number(planner.get('local_horizon'))}"]
-        opts += [f"`{key}`" for key in ("prune_failed", "require_progress", "sample_subgoal") if planner.get(key)]
+        flags = ("next_hop",) if planner.get("next_hop") else ("prune_failed", "require_progress", "sample_subgoal")
+        opts += [f"`{key}`" for key in flags if planner.get(key)]
         return f"`l3p` (served default: {', '.join(opts)})"
     if mode == "naive" and not overrides:
         return "`naive` (re-plan every step)"

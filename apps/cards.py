@@ -165,6 +165,10 @@ def training(manifest: dict) -> list[str]:
         lines.append(f"- **At export** (the learning curve's last point, {where}): {', '.join(rates)}.")
     if p.get("code_version") or p.get("created"):
         lines.append(f"- **Code**: {p.get('code_version', '?')}; exported {p.get('created', '?')}.{dirty(p)}")
+    for change in p.get("rebundled", []):
+        lines += ["", "Its served defaults then changed by (the networks and graphs of bundle "
+                  f"`{str(change.get('from_sha256', '?'))[:12]}`):", "", "```bash", change.get("command", "?"), "```",
+                  "", f"- **Code**: {change.get('code_version', '?')}; {change.get('created', '?')}.{dirty(change)}"]
     return lines
 
 

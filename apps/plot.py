@@ -145,7 +145,8 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"
         where = f", task {pair}" if isinstance(pair, int) else f", cells {pair[0]} -> {pair[1]}" if pair else ""
-        pruning = ", prune_failed" if config.prune_failed and config.mode == "l3p" else ""
+        pruning = ((", next_hop" if config.next_hop else ", prune_failed" if config.prune_failed else "")
+                   if config.mode == "l3p" else "")
         title = (f"{bundle.env_id}: {args.planner} ({config.search} search, {_d_max_label(config, overrides)}"
                  f"{pruning}), seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans"
                  f"{', ' + ep.fell_text if ep.fell_text else ''}")

@@ -75,6 +75,13 @@ class PlannerConfig:
     # PRUNE_MIN_STEPS since its last pick is pruned for the episode as prune_failed prunes (incoming
     # edges removed, d_cg solved again; a landmark within PRUNE_AT_STEPS is not a candidate).
     prune_loops: bool = False
+    # Extension beyond Algorithm 1 (mode l3p). A committed subgoal is reached and then waited at
+    # (the counter runs on), or missed and replaced late. With next_hop every step re-plans: the
+    # state counts as at the landmark nearest it by D, and the subgoal is that landmark's next node
+    # on the episode graph's shortest route to the goal (argmin over its edges j of w + d_cg(j)), so
+    # the agent always pursues the hop ahead of where it is. No counter and no exclusion: the pick
+    # options (sample_subgoal, follow_edges, prune_failed, prune_loops, require_progress) do nothing.
+    next_hop: bool = False
     # Every mode: the action sent is the actor's times action_scale (the server then clips it to the
     # bundle's bounds), as legged-robot controllers scale a policy's output. A learned gait can be
     # harsher than the robot's footing allows near obstacles; a smaller scale trades speed for it.

@@ -33,6 +33,9 @@ subgoal index -1 means "the final goal".
    goal also within local_horizon), so a short D across a wall is never a hop.
    With ``prune_loops`` (an extension, l3p) a landmark picked again within a few re-plans without
    the estimate of the rest of the way having fallen is pruned like a failed subgoal.
+   With ``next_hop`` (an extension, l3p) every step re-plans: outside the local horizon the state
+   counts as at the landmark nearest it by D and the subgoal is that landmark's next node on the
+   episode graph's route to the goal; no counter, no exclusion, no pruning.
    With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
    also remembers subgoals it failed to reach and removes them from its graph, and restores
    them all when that leaves no route and the goal is beyond d_max. With ``require_progress``
@@ -236,6 +239,8 @@ class EpisodePlanner:
 
         if d_sc[n] <= cfg.local_horizon:
             row = n  # the goal is close: go straight for it
+        elif l3p and cfg.next_hop:
+            row = self._next_hop(d_sc)
         else:
             prune = l3p and (cfg.prune_failed or cfg.prune_loops)
             if l3p and cfg.prune_failed and self._subgoal != GOAL and self._failed(d_sc[self._subgoal]):
@@ -263,7 +268,7 @@ class EpisodePlanner:
         if l3p:
             # "How many steps it thinks it needs", capped so a bad estimate cannot lock the
             # agent on one node; a non-finite estimate (fallback to the goal) commits to nothing.
-            steps = round(d_pick) + cfg.counter_extra if math.isfinite(d_pick) else 0
+            steps = round(d_pick) + cfg.counter_extra if math.isfinite(d_pick) and not cfg.next_hop else 0
             self._counter = min(steps, cfg.counter_cap)
             self._subgoal = index
             self._subgoal_d = d_pick
@@ -299,6 +304,17 @@ class EpisodePlanner:
             total[n] = np.inf  # a far goal is cut like a landmark while one is usable
         return total
 
+    def _next_hop(self, d_sc: np.ndarray) -> int:
+        """next_hop: the row of the node after the landmark nearest the state (by D) on the episode
+        graph's route to the goal; the goal's when that landmark has no route (or there are none)."""
+        if self._n == 0:
+            return self._n
+        anchor = int(np.argmin(d_sc[:self._n]))
+        via = self._episode_weights()[anchor] + self._d_cg
+        via[anchor] = np.inf
+        best = int(np.argmin(via))
+        return best if math.isfinite(via[best]) else self._n
+
     def _anchors(self, d_sc: np.ndarray) -> list[int]:
         """follow_edges: the landmarks the state counts as at: the nearest by D (first), and the
         subgoal being replaced when it was reached (not `_failed`: as near as its pursuit got)."""
@@ -329,7 +345,7 @@ class EpisodePlanner:
         return self._w_start
 
     def _episode_weights(self) -> np.ndarray:
-        """follow_edges: the episode's edges [N+1, N+1] now (less the pruned landmarks' incoming edges)."""
+        """follow_edges, next_hop: the episode's edges [N+1, N+1] now (less the pruned landmarks' incoming edges)."""
         return self._w if self._w is not None else self._start_weights()
 
     def _prune(self, landmark: int) -> None:

@@ -167,6 +167,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "candidates whatever their distance from the state (an extension)", modes=("l3p",)),
     Option("prune_loops", "bool", "l3p: prune a landmark picked again within a few re-plans without the way to "
            "the goal getting shorter (an extension)", modes=("l3p",)),
+    Option("next_hop", "bool", "l3p: re-plan every step; the subgoal is the next node of the graph's route from "
+           "the landmark nearest the state by D (no counter; an extension)", modes=("l3p",)),
     Option("action_scale", "number", "the actor's action times this, then clipped to the bundle's bounds: below 1 "
            "a gentler gait (a legged robot that tips over at the learned torque); 1: as learned"),
 )}

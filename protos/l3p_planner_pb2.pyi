@@ -36,7 +36,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ...) -> None: ...
 
 class PlannerDefaults(_message.Message):
-    __slots__ = ("n_landmarks", "d_max", "temperature", "search", "search_iterations", "local_horizon", "mode", "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "action_scale")
+    __slots__ = ("n_landmarks", "d_max", "temperature", "search", "search_iterations", "local_horizon", "mode", "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "action_scale", "next_hop")
     N_LANDMARKS_FIELD_NUMBER: _ClassVar[int]
     D_MAX_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class PlannerDefaults(_message.Message):
     FOLLOW_EDGES_FIELD_NUMBER: _ClassVar[int]
     PRUNE_LOOPS_FIELD_NUMBER: _ClassVar[int]
     ACTION_SCALE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_HOP_FIELD_NUMBER: _ClassVar[int]
     n_landmarks: int
     d_max: float
     temperature: float
@@ -63,7 +64,8 @@ class PlannerDefaults(_message.Message):
     follow_edges: bool
     prune_loops: bool
     action_scale: float
-    def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ..., prune_failed: _Optional[bool] = ..., require_progress: _Optional[bool] = ..., local_cut: _Optional[float] = ..., follow_edges: _Optional[bool] = ..., prune_loops: _Optional[bool] = ..., action_scale: _Optional[float] = ...) -> None: ...
+    next_hop: bool
+    def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ..., prune_failed: _Optional[bool] = ..., require_progress: _Optional[bool] = ..., local_cut: _Optional[float] = ..., follow_edges: _Optional[bool] = ..., prune_loops: _Optional[bool] = ..., action_scale: _Optional[float] = ..., next_hop: _Optional[bool] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
     __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json", "model", "version", "memory_bytes", "landmarks", "signed_by")
@@ -152,7 +154,7 @@ class ReloadModelsResponse(_message.Message):
     def __init__(self, loads: _Optional[_Iterable[_Union[ModelLoad, _Mapping]]] = ...) -> None: ...
 
 class EpisodeOptions(_message.Message):
-    __slots__ = ("mode", "d_max", "temperature", "search", "seed", "local_horizon", "sample_subgoal", "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "action_scale")
+    __slots__ = ("mode", "d_max", "temperature", "search", "seed", "local_horizon", "sample_subgoal", "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "action_scale", "next_hop")
     MODE_FIELD_NUMBER: _ClassVar[int]
     D_MAX_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +168,7 @@ class EpisodeOptions(_message.Message):
     FOLLOW_EDGES_FIELD_NUMBER: _ClassVar[int]
     PRUNE_LOOPS_FIELD_NUMBER: _ClassVar[int]
     ACTION_SCALE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_HOP_FIELD_NUMBER: _ClassVar[int]
     mode: PlannerMode
     d_max: float
     temperature: float
@@ -179,7 +182,8 @@ class EpisodeOptions(_message.Message):
     follow_edges: bool
     prune_loops: bool
     action_scale: float
-    def __init__(self, mode: _Optional[_Union[PlannerMode, str]] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., seed: _Optional[int] = ..., local_horizon: _Optional[float] = ..., sample_subgoal: _Optional[bool] = ..., prune_failed: _Optional[bool] = ..., require_progress: _Optional[bool] = ..., local_cut: _Optional[float] = ..., follow_edges: _Optional[bool] = ..., prune_loops: _Optional[bool] = ..., action_scale: _Optional[float] = ...) -> None: ...
+    next_hop: bool
+    def __init__(self, mode: _Optional[_Union[PlannerMode, str]] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., seed: _Optional[int] = ..., local_horizon: _Optional[float] = ..., sample_subgoal: _Optional[bool] = ..., prune_failed: _Optional[bool] = ..., require_progress: _Optional[bool] = ..., local_cut: _Optional[float] = ..., follow_edges: _Optional[bool] = ..., prune_loops: _Optional[bool] = ..., action_scale: _Optional[float] = ..., next_hop: _Optional[bool] = ...) -> None: ...
 
 class StartEpisodeRequest(_message.Message):
     __slots__ = ("goal", "options", "model")

@@ -85,13 +85,13 @@ def test_model_info_keeps_every_planner_default():
     defaults = pb.PlannerDefaults(n_landmarks=7, d_max=30.0, temperature=0.5, search=pb.SEARCH_KIND_HARD,
                                   search_iterations=9, local_horizon=4.0, mode=pb.PLANNER_MODE_NAIVE,
                                   prune_failed=True, require_progress=True, local_cut=0.5, follow_edges=True,
-                                  prune_loops=True, action_scale=0.8)
+                                  prune_loops=True, next_hop=True, action_scale=0.8)
     assert {f.name for f, _ in defaults.ListFields()} == {f.name for f in fields}  # every field set here
     info = ModelInfo.from_proto(pb.ModelInfo(defaults=defaults, provenance_json="{not json"))
     assert info.defaults == {"n_landmarks": 7, "d_max": 30.0, "temperature": 0.5, "search": "hard",
                              "search_iterations": 9, "local_horizon": 4.0, "mode": "naive", "prune_failed": True,
                              "require_progress": True, "local_cut": 0.5, "follow_edges": True,
-                             "prune_loops": True, "action_scale": 0.8}
+                             "prune_loops": True, "next_hop": True, "action_scale": 0.8}
     assert info.provenance == {"raw": "{not json"}
     assert info.landmarks is None  # a server that sends none (older than the field)
     graph = ModelInfo.from_proto(pb.ModelInfo(n_landmarks=3, goal_dim=2, landmarks=[0, 1, 2, 3, 4, 5])).landmarks
@@ -367,21 +367,21 @@ def test_episode_options_carry_every_per_episode_option():
     assert sorted(fields) == sorted(["mode", "seed", *EPISODE_OPTIONS])
     valid = {"d_max": 12.5, "temperature": 0.7, "search": "hard", "local_horizon": 3.0,
              "sample_subgoal": True, "prune_failed": True, "require_progress": True, "local_cut": 0.5,
-             "follow_edges": True, "prune_loops": True, "action_scale": 0.5}
+             "follow_edges": True, "prune_loops": True, "next_hop": True, "action_scale": 0.5}
     assert set(valid) == set(EPISODE_OPTIONS)
     opts = episode_options("l3p", seed=5, **valid)
     assert all(opts.HasField(f.name) for f in pb.EpisodeOptions.DESCRIPTOR.fields if f.has_presence)
     assert (opts.mode, opts.search, opts.seed) == (pb.PLANNER_MODE_L3P, pb.SEARCH_KIND_HARD, 5)
     for mode in ("naive", "policy"):  # checked here as the server would: they do nothing there
-        for option in ("prune_failed", "require_progress", "follow_edges", "prune_loops"):
+        for option in ("prune_failed", "require_progress", "follow_edges", "prune_loops", "next_hop"):
             with pytest.raises(ValueError, match=f"{option} applies to mode l3p only, not {mode}"):
                 episode_options(mode, **{option: True})
     with pytest.raises(ValueError, match="local_cut applies to mode l3p or naive only, not policy"):
         episode_options("policy", local_cut=0.5)
     assert [getattr(opts, k) for k in ("d_max", "temperature", "local_horizon", "sample_subgoal", "prune_failed",
                                        "require_progress", "local_cut", "follow_edges", "prune_loops",
-                                       "action_scale")] == [
-        12.5, pytest.approx(0.7), 3.0, True, True, True, 0.5, True, True, 0.5]
+                                       "next_hop", "action_scale")] == [
+        12.5, pytest.approx(0.7), 3.0, True, True, True, 0.5, True, True, True, 0.5]
 
 
 @pytest.mark.parametrize("options, match", [

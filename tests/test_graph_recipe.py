@@ -237,6 +237,36 @@ def test_prune_loops_breaks_a_route_that_comes_back() -> None:
     assert not alternates(picks) and picks.count(2) < picks.count(-1)
 
 
+def test_next_hop_pursues_the_routes_next_landmark_every_step_and_never_waits_at_one() -> None:
+    # Algorithm 1 (with follow_edges) commits to the landmark the agent is at, then to each next one
+    # for its counter: reached early, the agent waits there until the counter runs out.
+    picks, x = run_line(BASE.replace(follow_edges=True), goal=40.0, steps=40)
+    assert picks[:3] == [0, 1, 2] and x < 40.0
+    # next_hop re-plans every step to the node after the landmark nearest the state: from 0 the hop is
+    # 1 (at 10); past 5, 10 is nearer than 0, so the hop is 2 (at 20); ... and 3's edge goes to the
+    # goal. The agent moves every step and is at the goal in 40 steps.
+    landmarks = np.array([[0.0], [10.0], [20.0], [30.0]], np.float32)
+    value_fn = lambda a, b: np.abs(a[:, 0] - b[:, 0]).astype(np.float64)  # noqa: E731
+    distance_fn, policy_fn = line_world(local_d=6.0)
+    config = BASE.replace(next_hop=True)
+    planner = EpisodePlanner(LandmarkGraph(landmarks, value_fn), np.array([40.0], np.float32), value_fn, config)
+    x, hops = 0.0, []
+    for _ in range(40):
+        result = planner.step(np.array([x], np.float32), distance_fn, policy_fn)
+        assert result.replanned and result.counter == 0
+        hops.append(result.subgoal_index)
+        x += float(result.action[0])
+    assert x == pytest.approx(40.0) and planner.replans == 40
+    assert hops[:6] == [1] * 6 and hops[6:16] == [2] * 10 and hops[16:26] == [3] * 10 and set(hops[26:]) == {-1}
+    # Without an edge ahead (the goal beyond d_max from every landmark, no route), the goal itself.
+    lost = EpisodePlanner(LandmarkGraph(landmarks, value_fn), np.array([90.0], np.float32), value_fn,
+                          config.replace(adaptive_cut=False))
+    assert lost.step(np.array([0.0], np.float32), distance_fn, policy_fn).subgoal_index == -1
+    from l3p.core.names import OPTIONS
+    with pytest.raises(ValueError, match="next_hop applies to mode l3p only"):
+        OPTIONS["next_hop"].check_mode(True, "naive")
+
+
 def test_local_cut_one_is_algorithm_1() -> None:
     for config in (PlannerConfig(d_max=12.0, search="hard"), PlannerConfig(d_max=12.0, search="hard", local_cut=1.0)):
         assert run_line(config) == run_line(PlannerConfig(d_max=12.0, search="hard"))

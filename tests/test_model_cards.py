@@ -101,6 +101,13 @@ def test_the_card_cites_the_protocol_and_the_run_from_the_files():
            "| 58 – 76 % | 3.35 | 217 | 12 | 0.73 / 2.43 ms | 68 / 0 |" in card
     umaze = (ROOT / "models" / "AntMaze_UMaze-v5" / CARD).read_text()
     assert "### `eval_heldout_700_steps.json`: max_steps 700" in umaze  # further evaluations get a table
+    # A bundle made from a bundle (`l3p export BUNDLE OUT --planner ...`) says so, from its provenance.
+    giant = ROOT / "models" / "antmaze-giant-stitch"
+    change, = json.loads((giant / "manifest.json").read_text())["provenance"]["rebundled"]
+    card = (giant / CARD).read_text()
+    assert f"(the networks and graphs of bundle `{change['from_sha256'][:12]}`)" in card
+    assert "l3p export runs/ant-giant-stitch-e1-s0/bundle runs/s63/nh-g0 --planner next_hop=true" in card
+    assert "| `l3p` (served default: soft search, d_max 14.36, local horizon 20, `next_hop`) | **242 / 250** " in card
 
 
 def test_a_dirty_export_says_what_dirty_means_and_names_the_files_when_recorded():

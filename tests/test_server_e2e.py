@@ -199,11 +199,13 @@ def test_model_info_matches_the_manifest(stub, untrained_bundle):
     assert info.defaults.local_cut == planner["local_cut"] and info.defaults.follow_edges == planner["follow_edges"]
     assert info.defaults.prune_loops == planner["prune_loops"]
     assert info.defaults.action_scale == planner["action_scale"] == 1.0
+    assert info.defaults.next_hop == planner["next_hop"]
     assert (info.defaults.mode, info.defaults.search) == (MODE_ENUM[planner["mode"]], SEARCH_ENUM[planner["search"]])
     # Every default the proto carries is filled and checked above.
     assert {field.name for field in pb.PlannerDefaults.DESCRIPTOR.fields} == {
         "n_landmarks", "d_max", "temperature", "search_iterations", "local_horizon", "mode", "search",
-        "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "action_scale"}
+        "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "next_hop",
+        "action_scale"}
     assert json.loads(info.provenance_json) == manifest["provenance"]
 
 
