@@ -310,7 +310,7 @@ class EpisodePlanner:
         if self._n == 0:
             return self._n
         anchor = int(np.argmin(d_sc[:self._n]))
-        via = self._episode_weights()[anchor] + self._d_cg
+        via = np.add(self._episode_weights()[anchor], self._d_cg, out=self._total)  # scratch: no per-step array
         via[anchor] = np.inf
         best = int(np.argmin(via))
         return best if math.isfinite(via[best]) else self._n
