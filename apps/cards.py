@@ -13,16 +13,16 @@ The tables of an evaluation report are `l3p.card_report`'s.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
 from l3p.core import seeds
 from l3p.core.bundle_format import MANIFEST, bundle_digest, read_manifest
-from l3p.card_report import (CardError, check_report, distance, duration, load_json, number, overall,
+from l3p.card_report import (CardError, check_report, duration, load_json, number, overall,
                                   results_table, spaced, table, task_rows, tasks_table)
 from l3p.core.errors import L3PError
+from l3p.core.names import HELD_OUT_MEASURES
 
 CARD = "README.md"
 NOTES = "notes.md"
@@ -264,6 +264,8 @@ def _render(model_dir: Path) -> str:
     except L3PError as exc:
         raise CardError(str(exc)) from None
     name = model_dir.resolve().name
+    if not (model_dir / EVAL).is_file() and "held_out" in manifest.get("provenance", {}):
+        return _render_recording(model_dir, name, manifest)
     main = check_report(model_dir / EVAL, load_json(model_dir / EVAL))
     measured_on = (main.get("model") or {}).get("bundle_sha256")
     digest = bundle_digest(manifest)
@@ -297,7 +299,42 @@ def _render(model_dir: Path) -> str:
     out += training_seeds(model_dir, manifest, main)
     out += ["## Served planner", ""] + served(manifest) + [""]
     out += ["## Training", ""] + training(manifest) + [""]
-    known = list(PICTURES)
+    out += _pictures_and_files(model_dir)
+    if sections:
+        out += [sections, ""]
+    return "\n".join(out)
+
+
+def _render_recording(model_dir: Path, name: str, manifest: dict) -> str:
+    """The card of a model trained from a recording alone: no env, so no episodes; what the run
+    measured on the recording's held-out split in their place."""
+    p, dims = manifest["provenance"], manifest["dims"]
+    split = p.get("dataset", {}).get("held_out", {})
+    rows = [[f"`{key}`", f"{value:.3g}", HELD_OUT_MEASURES.get(key, "")] for key, value in p["held_out"].items()]
+    notes_path = model_dir / NOTES
+    intro, sections = split_notes(notes_path.read_text()) if notes_path.is_file() else ("", "")
+    out = [GENERATED.format(path=f"models/{name}"), "", f"# {name}", "",
+           f"`{manifest['env_id']}`: {dims['obs']}-d observation, {dims['goal']}-d goal, {dims['action']}-d action. "
+           "Trained from a recording alone: no env was made, so no episode measured it.", ""]
+    if intro:
+        out += [intro, ""]
+    out += ["## Use", "", "```bash", f"l3p serve --bundle models/{name} --port 50051", "```", "",
+            f"Bundle digest (`--bundle-sha256`): `{bundle_digest(manifest)}`.", "",
+            "## Held-out recording", "",
+            f"Measured at the run's last evaluation on {split.get('episodes', '?')} episodes of the recording that training never "
+            f"saw ({split.get('pairs', '?')} pairs of a state and an achieved goal at most {split.get('max_offset', '?')} "
+            "recorded steps later), in place of episodes:", ""]
+    out += table(["measure", "value", "what"], rows, ["l", "r", "l"]) + [""]
+    out += ["## Served planner", ""] + served(manifest) + [""]
+    out += ["## Training", ""] + training(manifest) + [""]
+    out += _pictures_and_files(model_dir)
+    if sections:
+        out += [sections, ""]
+    return "\n".join(out)
+
+
+def _pictures_and_files(model_dir: Path) -> list[str]:
+    known, out = list(PICTURES), []
     pictures = sorted(model_dir.glob("*.png"), key=lambda p: (known.index(p.name) if p.name in known else len(known),
                                                               p.name))
     if pictures:
@@ -308,10 +345,7 @@ def _render(model_dir: Path) -> str:
     out += ["## Files", ""]
     rows = [[f"[`{f.name}`]({f.name})" if f.suffix in LINKED else f"`{f.name}`", describe(f)]
             for f in sorted(model_dir.iterdir()) if f.is_file() and f.name != CARD and not f.name.startswith(".")]
-    out += table(["file", "what"], rows, ["l", "l"]) + [""]
-    if sections:
-        out += [sections, ""]
-    return "\n".join(out)
+    return out + table(["file", "what"], rows, ["l", "l"]) + [""]
 
 
 def describe(path: Path) -> str:

@@ -68,8 +68,8 @@ COMMANDS: tuple[Command, ...] = (
             "l3p.signing", "add_sign_arguments", "run_sign", "train"),
     Command("rollback", "on a server host: serve a model's older signed version on purpose (lowers its highest "
                         "served sequence)", "l3p.signing", "add_rollback_arguments", "run_rollback", "serve"),
-    Command("dataset", "regenerate an OGBench maze dataset (pointmaze-*; antmaze-* with --expert), or import a "
-                       "recording (l3p dataset import rosbag2|lerobot|minari|npz PATH ... --out FILE.npz)",
+    Command("dataset", "regenerate an OGBench dataset (pointmaze-*; antmaze-* with --expert; the arm's *-play-v0), "
+                       "or import a recording (l3p dataset import rosbag2|lerobot|minari|npz PATH ... --out FILE.npz)",
             "l3p.dataset_command", "add_dataset_arguments", "run_dataset", "sim"),
     Command("expert", "train (or --evaluate) OGBench's direction-following ant expert (SAC, resumable) for the "
                       "antmaze datasets",
@@ -91,7 +91,8 @@ COMMANDS: tuple[Command, ...] = (
     # "": the base install is enough (it reads JSON with the standard library and l3p.core).
     Command("card", "write (or --check) a model's card, models/NAME/README.md, from its manifest and evaluations",
             "l3p.cards", "add_card_arguments", "run_card", ""),
-    Command("ros2", "ROS 2: the bridge between robots and a planner server (bridge), a simulated robot (sim)",
+    Command("ros2", "ROS 2: the bridge between robots and a planner server (bridge), a simulated robot (sim), "
+            "a recorder (record), a bridge's status and end of episode (status, end)",
             "l3p.clients.ros2.commands", "l3p.clients.ros2.arguments:add_ros2_arguments", "run_ros2", "ros2"),
 )
 BY_NAME = {command.name: command for command in COMMANDS}

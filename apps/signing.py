@@ -59,7 +59,8 @@ def add_rollback_arguments(parser: argparse.ArgumentParser) -> None:
                              "of its keys, for this model")
     parser.add_argument("--served-sequences", type=Path, metavar="FILE",
                         help="the server's --served-sequences file, when it gives one (default "
-                             "$XDG_STATE_HOME/l3p/served-sequences.json)")
+                             "$XDG_STATE_HOME/l3p/served-sequences.json); one that holds no mark for the model "
+                             "is not the server's, and is refused")
 
 
 def run_rollback(args: argparse.Namespace) -> int:
@@ -85,8 +86,12 @@ def run_rollback(args: argparse.Namespace) -> int:
         signature = verify_bundle(directory, digest, trusted, model=name)
     store = ServedSequences(args.served_sequences)
     old = store.set(candidate.base, name, Mark(signature.sequence, candidate.version, digest))
-    was = "none" if old is None else (f"{old.sequence} (signed {signing_time(old.sequence)}, version "
-                                      f"{old.version or '-'})")
+    if old is None:  # the server keeps its marks elsewhere: lowering one here would change nothing
+        raise RollbackArgumentError(
+            f"{store.path} holds no served sequence for {name} of {args.models or args.bundle}: no server that "
+            f"reads it has served a signed {name}, so there is nothing to lower (a server started with "
+            "--served-sequences FILE keeps them there: give l3p rollback the same --served-sequences FILE)")
+    was = f"{old.sequence} (signed {signing_time(old.sequence)}, version {old.version or '-'})"
     print(f"{candidate.label()}: the highest sequence served for {name} is now {signature.sequence} (signed "
           f"{signing_time(signature.sequence)}); it was {was}. The server loads {candidate.label()} at its next look "
           f"(the watch or ReloadModels) or start. Marks: {store.path}")

@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 import grpc
-import numpy as np
 import websockets
 from openpi_client import msgpack_numpy
 from openpi_client.websocket_client_policy import WebsocketClientPolicy

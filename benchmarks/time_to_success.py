@@ -35,7 +35,8 @@ from pathlib import Path
 import torch
 
 from l3p.core.overrides import parse_overrides
-from l3p.training.config import TrainConfig, preset
+from l3p.training.config import TrainConfig
+from l3p.training.presets import preset
 from l3p.training.trainer import Trainer
 from curves import MODES, THRESHOLDS, as_rate, first_reach, read_curve
 from train_throughput import STARTUP_CYCLES

@@ -25,7 +25,8 @@ import torch
 
 from l3p.sim.envs import VecGoalEnv
 from l3p.training.agent import L3PAgent
-from l3p.training.config import COLLECTORS, preset
+from l3p.training.config import COLLECTORS
+from l3p.training.presets import preset
 from l3p.training.device import GRAPH_WARMUP_STEPS
 from l3p.training.trainer import Trainer
 

@@ -244,6 +244,11 @@ class PlannerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def tls_mismatch(self) -> str | None:
+        """A TLS / plaintext mismatch with the server, once a call found one: not worth retrying."""
+        return self._mismatch
+
     def wait_ready(self, timeout_s: float = 10.0) -> None:
         """Block until the channel connects; ``Unavailable`` after ``timeout_s``."""
         try:

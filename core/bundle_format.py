@@ -2,11 +2,16 @@
 manifest's fields and their checks, each graph's signature, the bundle digest, and how a bundle's
 files are read (``BundleDir``: never through a link, each checked as opened).
 
+A refusal names the file, the field and what was expected, never what was found: a value read from
+a file that is refused, or cannot be parsed, is not echoed (clients read refusals, and the file may
+hold what they must not see).
+
 numpy-free: the loader (onnxruntime) and the exporter (torch, onnx) build on this.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import json
@@ -21,6 +26,7 @@ import numpy as np
 
 from l3p.core.config import PlannerConfig
 from l3p.core.errors import L3PError
+from l3p.core.names import OptionValueError
 
 FORMAT = "l3p-bundle"
 FORMAT_VERSION = 1
@@ -40,6 +46,7 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOT_READ = {False: "not a regular file; refusing to read it",
              True: "which is never followed; refusing to read it"}
+_HARD_LINKED = "which is never read (another of its names may be a file outside the bundle): copy the file in"
 
 
 class BundleError(L3PError):
@@ -190,15 +197,14 @@ class BundleDir:
 
     def _open(self, name: str) -> int:
         """A regular file directly in the bundle, never through a link: its entry is looked at
-        first, so a link, FIFO or device is refused unopened, and opened with O_NOFOLLOW, so one
-        swapped in since is refused too (the caller checks what was opened with fstat).
-        FileNotFoundError passes through."""
+        first, so a link, FIFO or device is refused unopened, and opened with O_NOFOLLOW, so a
+        symbolic link swapped in since is refused too; what was opened is checked again (fstat).
+        A file with more than one name (a hard link) is refused like a symbolic link: its other
+        name may be a file outside the bundle. FileNotFoundError passes through."""
         shown_as = f"{self.where}/{escaped(name)}"
         try:
-            mode = os.stat(name, dir_fd=self.fd, follow_symlinks=False).st_mode
-            if not stat.S_ISREG(mode):
-                raise BundleError(f"{shown_as}: {_kind(mode)}, {_NOT_READ[stat.S_ISLNK(mode)]}")
-            return os.open(name, _FILE_FLAGS | os.O_NOFOLLOW, dir_fd=self.fd)
+            _check_entry(os.stat(name, dir_fd=self.fd, follow_symlinks=False), shown_as)
+            fd = os.open(name, _FILE_FLAGS | os.O_NOFOLLOW, dir_fd=self.fd)
         except FileNotFoundError:
             raise
         except OSError as exc:
@@ -207,6 +213,12 @@ class BundleDir:
             raise BundleError(f"{shown_as}: cannot open it ({exc.strerror})") from None
         except ValueError:  # a name no file can have
             raise BundleError(f"{shown_as}: cannot open it (not a file name)") from None
+        try:
+            _check_entry(os.fstat(fd), shown_as)  # what was opened: a link made since the look is refused too
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def read(self, name: str, max_bytes: int) -> bytes:
         """The bytes of regular file ``name`` in the bundle, at most ``max_bytes``; BundleError
@@ -251,6 +263,14 @@ class BundleDir:
             return None
 
 
+def _check_entry(info: os.stat_result, shown_as: str) -> None:
+    """BundleError unless ``info`` is a regular file with one name."""
+    if not stat.S_ISREG(info.st_mode):
+        raise BundleError(f"{shown_as}: {_kind(info.st_mode)}, {_NOT_READ[stat.S_ISLNK(info.st_mode)]}")
+    if info.st_nlink > 1:
+        raise BundleError(f"{shown_as}: a file with {info.st_nlink} hard links, {_HARD_LINKED}")
+
+
 def _is_link(dir_fd: int, name: str) -> bool:
     try:
         return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
@@ -260,7 +280,7 @@ def _is_link(dir_fd: int, name: str) -> bool:
 
 def _match(digest: str, expected: str, shown_as: str) -> None:
     if digest != expected:
-        raise BundleError(f"{shown_as}: sha256 {digest} does not match {MANIFEST} ({escaped(expected)[:64]})")
+        raise BundleError(f"{shown_as}: sha256 does not match {MANIFEST} ({escaped(expected)[:64]})")
 
 
 def read_manifest(bundle: str | Path | BundleDir, where: str | None = None) -> dict:
@@ -278,15 +298,12 @@ def read_manifest(bundle: str | Path | BundleDir, where: str | None = None) -> d
     except RecursionError:  # nesting deeper than the parser's stack: not a manifest
         raise BundleError(f"{file}: not readable JSON (nested too deeply)") from None
     except ValueError as exc:  # bad JSON, bad UTF-8, an over-long integer
-        raise BundleError(f"{file}: not readable JSON ({_first_line(exc)})") from None
+        raise BundleError(f"{file}: not readable JSON ({problem(exc)})") from None
     if not isinstance(manifest, dict):
         raise BundleError(f"{file}: expected a JSON object")
 
     def bad(field: str, expected: str) -> BundleError:
-        value = manifest
-        for key in field.split("."):
-            value = value.get(key) if isinstance(value, dict) else None
-        return BundleError(f"{file}: '{field}' is {ascii(value)[:200]}, expected {expected}")
+        return BundleError(f"{file}: '{field}' is not {expected}")
 
     if manifest.get("format") != FORMAT:
         raise bad("format", repr(FORMAT))
@@ -340,14 +357,18 @@ def check_pin(path: Path, manifest: dict, expected: str | None, source: str = "-
     try:
         digest = bundle_digest(manifest)
     except (RecursionError, ValueError) as exc:
-        raise BundleError(f"{where}/{MANIFEST}: cannot be digested ({_first_line(exc)})") from None
+        raise BundleError(f"{where}/{MANIFEST}: cannot be digested ({problem(exc)})") from None
     if expected is not None and digest != expected.lower():
         raise BundleError(f"bundle {where} has digest {digest}, not the pinned {source} {expected}; "
                           "refusing to serve it")
     return digest
 
 
-def _first_line(exc: BaseException) -> str:
+def problem(exc: BaseException) -> str:
+    """Why a file could not be parsed, as a refusal says it: the exception's first line, which
+    quotes nothing of the file, but for a UnicodeDecodeError's (it quotes the byte): its offset."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 at byte {exc.start}"
     return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
 
 
@@ -356,8 +377,11 @@ def planner_defaults(manifest: dict) -> PlannerConfig:
     try:
         config = PlannerConfig(**manifest["planner"])
         config.validate()
-    except (TypeError, ValueError) as exc:
-        raise BundleError(f"{MANIFEST}: 'planner' is invalid: {exc}") from None
+    except TypeError:  # a name that is no field of PlannerConfig
+        options = ", ".join(field.name for field in dataclasses.fields(PlannerConfig))
+        raise BundleError(f"{MANIFEST}: 'planner' holds a name that is no planner option ({options})") from None
+    except OptionValueError as exc:
+        raise BundleError(f"{MANIFEST}: 'planner.{exc.option}' is not {exc.expected}") from None
     return config
 
 

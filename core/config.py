@@ -7,7 +7,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from l3p.core.names import MIN_TEMPERATURE, OPTIONS
+from l3p.core.names import MIN_TEMPERATURE, OPTIONS, OptionValueError
 
 # prune_failed thresholds, in steps of the distance network (see PlannerConfig).
 PRUNE_AT_STEPS = 1.0
@@ -20,10 +20,8 @@ LOOP_REPLANS = 6
 def check_temperature(temperature: float) -> None:
     OPTIONS["temperature"].check(temperature)
     if temperature < MIN_TEMPERATURE:
-        raise ValueError(
-            f"temperature must be >= {MIN_TEMPERATURE:g} (smaller values underflow the soft "
-            f"search; search=hard is its exact limit), got {temperature!r}"
-        )
+        raise OptionValueError("temperature", f">= {MIN_TEMPERATURE:g} (smaller values underflow the soft "
+                               "search; search=hard is its exact limit)", temperature)
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,15 @@ def _parse_bool(text: str) -> bool:
         raise ValueError(f"expected true or false, got {text!r}") from None
 
 
+class OptionValueError(ValueError):
+    """A planner option's value outside its range. ``option`` and ``expected`` say what without the
+    value: a bundle's refusal never echoes what its manifest holds."""
+
+    def __init__(self, option: str, expected: str, value: Any, hint: str = ""):
+        super().__init__(f"{option} must be {expected}, got {value!r}{hint}")
+        self.option, self.expected = option, expected
+
+
 @dataclass(frozen=True)
 class Option:
     """One planner option: its value kind, allowed range, help, and whether a client may set it
@@ -114,7 +123,7 @@ class Option:
             ok = is_bool(value)
         if not ok:
             hint = did_you_mean(value, self.choices) if self.kind == "choice" and isinstance(value, str) else ""
-            raise ValueError(f"{self.name} must be {self.expected}, got {value!r}{hint}")
+            raise OptionValueError(self.name, self.expected, value, hint)
 
     @property
     def expected(self) -> str:
@@ -222,3 +231,14 @@ def variant_arg(text: str) -> str:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return text.strip()
+
+HELD_OUT_MEASURES: dict[str, str] = {
+    "held_out_distance_error": "D's mean error against the recorded steps from a state to a later achieved goal "
+                               "(steps; a recorded path need not be the shortest)",
+    "held_out_distance_rank": "rank correlation of D with those recorded steps (1: D orders the goals as the "
+                              "recording reached them)",
+    "held_out_action_error": "the actor's mean error on the recorded actions, as a fraction of the largest action bound",
+    "graph_joined": "the landmarks in the largest strongly connected part of the graph the training episodes support",
+}
+"""What a run trained from a recording alone (no env) measures on its held-out split in place of
+episodes (training/held_out.py), and what each is, as its card says it."""

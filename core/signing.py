@@ -35,6 +35,7 @@ from l3p.core.bundle_format import (
     BundleError,
     bundle_digest,
     escaped,
+    problem,
     read_manifest,
     read_regular,
 )
@@ -283,14 +284,14 @@ def verify_bundle(bundle: Path | BundleDir, digest: str, trusted: TrustedKeys, s
             raise ValueError("'sequence' is not an integer in [1, 2**63 - 1]")
         signature = base64.b64decode(str(record["signature"]), validate=True)
     except (ValueError, KeyError, RecursionError, binascii.Error) as exc:
-        raise SignatureError(f"{where}/{SIGNATURE}: not a bundle signature ({escaped(exc)[:120]})") from None
+        raise SignatureError(f"{where}/{SIGNATURE}: not a bundle signature ({escaped(problem(exc))[:120]})") from None
     key = trusted.keys.get(key_sha256)
     if key is None:
-        raise SignatureError(f"{where} is signed by key sha256:{escaped(key_sha256)[:16]}, which is not in "
-                             f"--trusted-keys ({', '.join(trusted.names())}); refusing to serve it")
+        raise SignatureError(f"{where} is signed by a key that is not in --trusted-keys "
+                             f"({', '.join(trusted.names())}); refusing to serve it")
     if signed_digest != digest:
-        raise SignatureError(f"{where} has digest {digest}, but its signature is for {escaped(signed_digest)[:64]}: "
-                             "the bundle changed after it was signed; refusing to serve it")
+        raise SignatureError(f"{where} has digest {digest}, but its signature is for another digest: the bundle "
+                             "changed after it was signed; refusing to serve it")
     from cryptography.exceptions import InvalidSignature
 
     try:

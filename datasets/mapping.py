@@ -3,7 +3,7 @@ achieved goal and the desired goal (docs/guides/recordings.md). YAML, typed: an 
 wrong type or a missing part is one `DatasetError` line naming the file and the key.
 
     format: rosbag2                      # npz | rosbag2 | lerobot | minari
-    env_id: PointMaze_Large-v3
+    env_id: PointMaze_Large-v3           # or your robot's own name: no env is made (success_radius: R)
     paths: [recordings/day1]             # for `l3p train --dataset MAPPING.yaml`; relative to this file
     observation:                         # parts, concatenated in order
       - {topic: /arm/joint_states, joints: [j1, j2], fields: [position, velocity]}
@@ -110,6 +110,11 @@ class Mapping:
     episode_column: str = "episode_index"  # LeRobot: the episode of each row
     alignment: Alignment = Alignment()
     episodes: Episodes = Episodes()
+    # For training without a simulator (training/held_out.py): false: train from the recording alone
+    # even where the project can make env_id; the achieved goal within success_radius of the goal is
+    # success (0: none given; the env's own test, or l3p train --set success_radius=R).
+    simulator: bool = True
+    success_radius: float = 0.0
     source: str = ""  # the file this mapping was read from (for messages and relative paths)
 
     def where(self) -> str:
@@ -138,7 +143,10 @@ def _convert(value: Any, hint: Any, key: str, where: str) -> Any:
         if not isinstance(value, (list, tuple)):
             value = [value]
         return tuple(_convert(v, item, f"{key}[{i}]", where) for i, v in enumerate(value))
-    if hint is float:
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
     elif hint is int:
@@ -202,6 +210,8 @@ def load_mapping(path: str | Path | None, format: str = "", **overrides: Any) ->
 
 def check(m: Mapping) -> None:
     where = m.where()
+    if m.success_radius < 0:
+        raise DatasetError(f"{where}: success_radius must be > 0 (or left out), got {m.success_radius:g}")
     if m.format == "npz":
         return
     if not m.env_id:

@@ -21,6 +21,7 @@ from l3p.core.dataset import (FORMAT, FORMAT_VERSION, Dataset, DatasetError, arr
                               validate)
 from l3p.core.names import install_hint
 from l3p.datasets.mapping import Mapping, load_mapping, resolved_paths
+from l3p.datasets.sizes import shape_problems, size_problems
 
 MAPPING_SUFFIXES = (".yaml", ".yml")
 ROWS = ("observations", "actions", "terminals", "achieved_goals", "desired_goals")
@@ -135,10 +136,15 @@ def open_dataset(path: str | os.PathLike[str], *, check_digest: bool = True) -> 
                            f"{install_hint('datasets')}") from None
 
 
-def import_to(out: str | os.PathLike[str], mapping: Mapping, paths: list[Path]) -> tuple[str, dict[str, Any]]:
-    """Convert to one .npz at ``out`` (nothing is written there unless every check passed); its digest
-    and the report."""
+def import_to(out: str | os.PathLike[str], mapping: Mapping, paths: list[Path], dims: dict[str, int] | None = None,
+              against: str = "") -> tuple[str, dict[str, Any]]:
+    """Convert to one .npz at ``out`` (nothing is written there unless every check passed, ``dims``'
+    of ``against`` included); its digest and the report."""
+    if dims and (problems := size_problems(mapping, dims, against)):
+        raise DatasetError(f"{mapping.where()} does not fit {against}: " + "; ".join(problems))
     dataset, report = read(mapping, [Path(p) for p in paths])
+    if dims and (problems := shape_problems(dataset.arrays(), dims, against)):
+        raise DatasetError(f"{mapping.format} {paths[0]} does not fit {against}: " + "; ".join(problems))
     digest = save_dataset(out, observations=dataset.observations, actions=dataset.actions,
                           terminals=dataset.terminals, achieved_goals=dataset.achieved_goals, env_id=dataset.env_id,
                           made_by={**dataset.metadata["made_by"],

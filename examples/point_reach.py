@@ -53,7 +53,7 @@ class PointReach(gym.Env):
 
 def train(out: Path, steps: int) -> Path:
     """A short run of the default config on this env; the bundle's directory."""
-    from l3p.training.config import preset
+    from l3p.training.presets import preset
     from l3p.training.export import export_bundle
     from l3p.training.trainer import Trainer
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import traceback
 from collections.abc import Callable
 
 from l3p.core.errors import L3PError
@@ -12,6 +13,16 @@ from l3p.core.errors import L3PError
 
 class LoadJammedError(L3PError):
     """A look at the repository or a load took longer than the load timeout; it was abandoned."""
+
+
+def _clear_frames(exc: BaseException | None) -> None:
+    """Empties the frames of ``exc``'s traceback, and of the exceptions it was raised from: what the
+    work held there (a refused graph's bytes, the sessions opened before it) would otherwise stay
+    allocated until a garbage collection, since the waiter's futures and the exception reference each
+    other. The tracebacks keep each frame's file and line."""
+    while exc is not None:
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__  # `raise ... from None` still keeps the one handled
 
 
 async def run_bounded(work: Callable[[], object], timeout_s: float, what: str,
@@ -39,6 +50,7 @@ async def run_bounded(work: Callable[[], object], timeout_s: float, what: str,
             result = work()
         except BaseException as exc:  # noqa: BLE001 (handed to the waiter, which sorts it)
             error = exc
+            _clear_frames(exc)
         with lock:
             if not state["abandoned"]:
                 try:

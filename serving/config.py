@@ -201,6 +201,9 @@ class ServeConfig:
     openpi_max_frame_bytes: int = option(DEFAULT_OPENPI_MAX_FRAME_BYTES,
                                          "close an openpi connection that sends a larger frame (code 1009)",
                                          parse=_count, metavar="BYTES", group=OPENPI)
+    openpi_idle_timeout: float = option(60.0, "close an openpi connection that sends no frame for this long "
+                                              "from its handshake on, seconds (close 1000, the reason names "
+                                              "this flag)", parse=_seconds, metavar="SECONDS", group=OPENPI)
 
     def __post_init__(self) -> None:
         if (self.models is None) == (self.bundle is None):

@@ -80,10 +80,10 @@ class RateLimit:
 _limit = RateLimit()
 
 
-def limited_event(level: int, name: str, **fields) -> None:
-    """`event`, at most LOG_BURST lines at once and LOG_PER_S a second for this name; a line
-    after some were left out says how many (``suppressed``)."""
-    left_out = _limit.allow(name)
+def limited_event(level: int, name: str, limit: RateLimit = _limit, **fields) -> None:
+    """`event`, at most LOG_BURST lines at once and LOG_PER_S a second for this name (or as
+    `limit` allows); a line after some were left out says how many (``suppressed``)."""
+    left_out = limit.allow(name)
     if left_out is not None:
         event(level, name, **fields, **({"suppressed": left_out} if left_out else {}))
 
@@ -141,8 +141,10 @@ def configure_logging(level: str, capture_native: bool = False, log_format: str 
     handler.setFormatter(TextFormatter() if log_format == "text" else JsonFormatter())
     # Records need no thread or process names (JsonFormatter writes the pid only).
     logging.logThreads = logging.logMultiprocessing = False
-    # The root logger, so grpc's Python messages are lines of the same format.
+    # The root logger, so grpc's Python messages are lines of the same format; Python's warnings
+    # (numpy's RuntimeWarnings, say) too, never a raw line on stderr.
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    logging.captureWarnings(True)
 
 
 def _capture_native_stderr():

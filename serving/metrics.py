@@ -111,6 +111,10 @@ class Metrics:
             "l3p_openpi_connections", "Open openpi websocket connections (one robot each).",
             registry=self.registry,
         )
+        self.openpi_refused = prom.Counter(
+            "l3p_openpi_refused", "openpi connections and frames refused, by reason (frame_cost, flood, "
+            "half_open, quota, idle).", ["reason"], registry=self.registry,
+        )
         self._models: dict[str, ModelMetrics] = {}
 
     def model(self, name: str) -> ModelMetrics:

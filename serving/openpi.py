@@ -24,17 +24,28 @@ unknown or expired session, 1013 (try again later) at a session limit, 1011 for 
 frame over --openpi-max-frame-bytes is refused by the websocket layer before it is read (close
 1009, the limit in the reason). A robot may send MAX_PENDING_FRAMES frames ahead of its
 answers; more is a flood. A connection thus holds at most about 2 x MAX_PENDING_FRAMES frames
-(ours and the websocket layer's queue), and connections are bounded by --max-sessions.
+(ours and the websocket layer's queue).
+
+No robot waits on another: reading a frame costs about a copy of its bytes whatever it holds
+(serving/openpi_wire.py builds only the values the planner reads, each within a bound, and skips
+the rest unbuilt; a frame past a bound is refused RESOURCE_EXHAUSTED). Peers are bounded on their
+own (serving/openpi_peers.py): the opening handshake (TLS and HTTP) has OPEN_TIMEOUT_S, with a cap
+on those under way per address; connections count against their caller's quota; a connection
+that sends no frame for --openpi-idle-timeout, its first frame included, is closed (1000). A peer
+that never reads its answers is closed by the websocket keepalive (a ping unanswered for about
+20 s); until then it holds at most its queued frames.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import http
 import logging
 import ssl
 import time
+import urllib.parse
 from typing import Any
 
 import numpy as np
@@ -46,10 +57,11 @@ from websockets.http11 import Response
 
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.serving.config import ServeConfig
-from l3p.serving.errors import InvalidRequestError, status_of
-from l3p.serving.logs import RateLimit, event, limited_event
+from l3p.serving.errors import InvalidRequestError, UnknownModelError, status_of
+from l3p.serving.logs import event, limited_event
 from l3p.serving.metrics import Metrics
-from l3p.serving.openpi_wire import OpenpiKeys, Request, decode, packer, request
+from l3p.serving.openpi_peers import OPEN_TIMEOUT_S, PEER_LOG, Peer, PeerBounds
+from l3p.serving.openpi_wire import PROMPT_KEY, FrameCostError, OpenpiKeys, Request, decode, packer, request
 from l3p.serving.repository import ModelVersion, Repository
 from l3p.serving.security import Gatekeeper, Security, server_tls_context
 from l3p.serving.servicer import PlannerServicer
@@ -59,9 +71,16 @@ from l3p.serving.startup import bind_error
 # Frames a robot may send before the answers to its earlier ones (openpi-client sends one and
 # waits); past this many waiting, the connection is flooding.
 MAX_PENDING_FRAMES = 4
+MODELS_PATH = "/models/"  # ws://HOST:PORT/models/NAME: the connection's model (its metadata, its episodes)
 HEALTH_PATH = "/healthz"  # openpi's health check: 200 "OK" while serving, no token needed
 _API_KEY_SCHEMES = ("api-key", "bearer")
 _METHOD = "openpi"  # how errors and refusals name this front door in logs
+
+
+def url_model(path: str) -> str:
+    """The model a connection's URL names (``/models/NAME``), "" for the default (any other path)."""
+    head, _, name = path.partition("?")[0].partition(MODELS_PATH)
+    return urllib.parse.unquote(name.strip("/")) if head == "" and name else ""
 
 
 class FloodError(InvalidRequestError):
@@ -104,14 +123,16 @@ def cert_common_name(ws: ServerConnection) -> str | None:
 
 
 class _LimitedLogs(logging.Filter):
-    """The websocket library's log lines that clients can cause (failed handshakes), rate-limited."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._limit = RateLimit()
+    """The websocket library's log lines that clients can cause (failed handshakes): one budget
+    for all of them (PEER_LOG's), each one line, its exception named, not traced."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return self._limit.allow(str(record.msg)[:60]) is not None
+        if PEER_LOG.allow("websockets") is None:
+            return False
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg = f"{record.getMessage()}: {record.exc_info[1]!r}"[:500]
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
 
 
 _library_log = logging.getLogger("l3p.serving.openpi.websockets")
@@ -126,7 +147,7 @@ class OpenpiListener:
 
     def __init__(self, servicer: PlannerServicer, models: Repository, store: SessionStore,
                  metrics: Metrics, gate: Gatekeeper | None, keys: OpenpiKeys, max_frame_bytes: int,
-                 max_connections: int):
+                 max_connections: int, idle_timeout_s: float):
         self._servicer = servicer
         self._models = models
         self._store = store
@@ -134,11 +155,12 @@ class OpenpiListener:
         self._gate = gate
         self.keys = keys
         self.max_frame_bytes = max_frame_bytes
-        self._max_connections = max_connections
+        self._idle_timeout_s = idle_timeout_s
+        self._peers = PeerBounds(metrics, lambda: store.per_principal, max_connections)
         self._robots: set[_Robot] = set()
         self._stopping = False
         self._server: Server | None = None
-        self._metadata_of: tuple = (None, None, b"")
+        self._metadata_of: dict[str, tuple] = {}  # model ("" the default) -> (version, served, frame)
         self.port = 0
 
     async def open(self, host: str, port: int, tls: ssl.SSLContext | None, share_port: bool) -> None:
@@ -146,7 +168,8 @@ class OpenpiListener:
         self._server = await serve(
             self._connection, host, port, ssl=tls, reuse_port=share_port or None,
             process_request=self._admit, compression=None, max_size=self.max_frame_bytes,
-            max_queue=MAX_PENDING_FRAMES, server_header=None, logger=_library_log)
+            max_queue=MAX_PENDING_FRAMES, server_header=None, logger=_library_log,
+            open_timeout=OPEN_TIMEOUT_S, create_connection=functools.partial(Peer, self._peers))
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self, grace_s: float | None) -> None:
@@ -169,9 +192,10 @@ class OpenpiListener:
 
     # -- the handshake
 
-    def _admit(self, connection: ServerConnection, req: Handshake) -> Response | None:
-        """Answers the health check; refuses a handshake without an accepted token, past the
-        connection limit or while stopping (HTTP status, one line)."""
+    def _admit(self, connection: Peer, req: Handshake) -> Response | None:
+        """Answers the health check; refuses a handshake without an accepted token, past its
+        caller's connection quota or while stopping (HTTP status, one line)."""
+        connection.request_read()
         if req.path.split("?", 1)[0] == HEALTH_PATH:
             if self._stopping:
                 return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, "shutting down\n")
@@ -186,23 +210,21 @@ class OpenpiListener:
                       if api_key(req.headers) is None else "the token is not accepted by this server")
             self._refused(code.name, reason)
             return connection.respond(http.HTTPStatus.UNAUTHORIZED, reason + "\n")
-        if len(self._robots) >= self._max_connections:
-            reason = (f"{self._max_connections} openpi connections are open (--max-sessions): "
-                      "close one or try again later")
-            self._refused("RESOURCE_EXHAUSTED", reason)
+        principal = "" if self._gate is None else self._gate.principal_of(
+            api_key(req.headers), cert_common_name(connection))
+        reason = connection.admit(principal)
+        if reason is not None:
             return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, reason + "\n")
         return None
 
     def _refused(self, code: str, reason: str) -> None:
         self._metrics.errors.labels(code).inc()
-        limited_event(logging.INFO, "request_refused", method=_METHOD, code=code, message=reason)
+        limited_event(logging.INFO, "request_refused", PEER_LOG, method=_METHOD, code=code, message=reason)
 
     # -- a connection
 
-    async def _connection(self, ws: ServerConnection) -> None:
-        principal = "" if self._gate is None else self._gate.principal_of(
-            api_key(ws.request.headers), cert_common_name(ws))
-        robot = _Robot(ws, Owner.of_stream(principal))
+    async def _connection(self, ws: Peer) -> None:
+        robot = _Robot(ws, Owner.of_stream(ws.principal or ""), model=url_model(ws.request.path))
         robot.idle.set()
         self._robots.add(robot)
         self._metrics.openpi_connections.inc()
@@ -210,12 +232,27 @@ class OpenpiListener:
         answering = asyncio.create_task(self._answer(robot, frames))
         refusing: list[asyncio.Task] = []
         try:
-            await ws.send(self._metadata())
+            try:
+                metadata = self._metadata(robot.model)
+            except UnknownModelError:
+                # openpi-client reads the first frame as metadata: the close reason (at most 123
+                # bytes) is what its robot sees
+                reason = f"model {robot.model[:40]!r} is not served here; models: {', '.join(self._models.models)}"
+                self._failed("NOT_FOUND", reason)
+                await ws.close(CloseCode.POLICY_VIOLATION, reason[:123])
+                return
+            await ws.send(metadata)
             # Frames are read while a step runs, so a robot that does not wait for its answers
             # is seen, and refused, before it has queued more than MAX_PENDING_FRAMES. Once a
             # frame is refused, the rest are read and dropped: unread, they would stop the
             # reading of the robot's close.
-            async for frame in ws:
+            while True:
+                try:
+                    async with asyncio.timeout(self._idle_timeout_s):
+                        frame = await ws.recv()
+                except TimeoutError:
+                    await self._close_idle(robot)
+                    break
                 if answering.done() or robot.refused:
                     continue
                 if frames.qsize() >= MAX_PENDING_FRAMES:
@@ -235,6 +272,12 @@ class OpenpiListener:
             self._end_episode(robot, "connection_closed")
             self._robots.discard(robot)
             self._metrics.openpi_connections.dec()
+
+    async def _close_idle(self, robot: _Robot) -> None:
+        reason = f"no frame for {self._idle_timeout_s:g} s (--openpi-idle-timeout)"
+        self._peers.refused("idle", reason)
+        self._end_episode(robot, "idle")
+        await robot.ws.close(CloseCode.NORMAL_CLOSURE, reason)
 
     async def _answer(self, robot: _Robot, frames: asyncio.Queue) -> None:
         """Answers the robot's frames in order until one is refused or the connection ends."""
@@ -264,7 +307,7 @@ class OpenpiListener:
                 return
 
     async def _step(self, robot: _Robot, frame: bytes | str) -> dict:
-        asked = request(decode(frame), self.keys)
+        asked = request(decode(frame, self.keys), self.keys)
         if robot.session is None or self._new_episode(robot, asked):
             await self._start(robot, asked)
         session = self._store.get(robot.session.id, robot.owner)  # NOT_FOUND once expired
@@ -292,9 +335,15 @@ class OpenpiListener:
     async def _start(self, robot: _Robot, asked: Request) -> None:
         goal = asked.goal if asked.goal is not None else robot.goal
         if goal is None:
+            dim = self._models.get(asked.model if asked.model is not None else robot.model).info.goal_dim
+            if asked.prompt:
+                raise InvalidRequestError(
+                    f"a {PROMPT_KEY!r} is not a goal this planner can read: send the goal as {dim} numbers "
+                    f"under {self.keys.goal!r} in the first observation of each episode (a target position, "
+                    "say; --openpi-key goal=KEY maps another)")
             raise InvalidRequestError(
-                f"the first observation of an episode carries its goal: no {self.keys.goal!r} in "
-                "the observation dict (--openpi-key goal=KEY maps another)")
+                f"the first observation of an episode carries its goal: no {self.keys.goal!r} ({dim} numbers) "
+                "in the observation dict (--openpi-key goal=KEY maps another)")
         model = asked.model if asked.model is not None else robot.model
         options = asked.options if asked.options is not None else robot.options
         self._end_episode(robot, "reset" if asked.reset else "new_goal")
@@ -310,14 +359,15 @@ class OpenpiListener:
 
     # -- answers
 
-    def _metadata(self) -> bytes:
-        """The frame sent on connect: the default model's info, the key mapping and the limits
-        (made again once a model is swapped or added)."""
-        current = self._models.get("")
+    def _metadata(self, model: str = "") -> bytes:
+        """The frame sent on connect: the info of the URL's model (ws://HOST:PORT/models/NAME; else
+        the default model), the key mapping and the limits (made again once a model is swapped or added)."""
+        current = self._models.get(model)
         served = tuple(self._models.models)
-        if self._metadata_of[:2] != (current, served):
-            self._metadata_of = (current, served, self._metadata_frame(current, served))
-        return self._metadata_of[2]
+        cached = self._metadata_of.get(model)
+        if cached is None or cached[:2] != (current, served):
+            cached = self._metadata_of[model] = (current, served, self._metadata_frame(current, served))
+        return cached[2]
 
     def _metadata_frame(self, current: ModelVersion, served: tuple[str, ...]) -> bytes:
         info = current.info
@@ -348,8 +398,9 @@ class OpenpiListener:
             return
         robot.refused = True
         self._end_episode(robot, "refused")
-        if isinstance(exc, FloodError):
+        if isinstance(exc, (FloodError, FrameCostError)):
             code, close = "RESOURCE_EXHAUSTED", CloseCode.POLICY_VIOLATION
+            self._metrics.openpi_refused.labels("flood" if isinstance(exc, FloodError) else "frame_cost").inc()
         else:
             status = status_of(exc)
             code = "INTERNAL" if status is None else status.name
@@ -378,7 +429,7 @@ async def open_listener(server: Any, config: ServeConfig, security: Security, sh
     ``security``, serving; ServeError if its port cannot be bound."""
     listener = OpenpiListener(server.servicer, server.models, server.store, server.metrics, security.gate,
                               OpenpiKeys.of(config.openpi_key), config.openpi_max_frame_bytes,
-                              max_connections=config.max_sessions)
+                              max_connections=config.max_sessions, idle_timeout_s=config.openpi_idle_timeout)
     tls = (None if config.tls_cert is None
            else server_tls_context(config.tls_cert, config.tls_key, config.tls_client_ca))
     try:

@@ -1,10 +1,13 @@
 """openpi's wire, read and written without trusting the bytes: msgpack maps whose numpy arrays
 are maps of their own (openpi-client's ``__ndarray__`` form, or msgpack-numpy's ``nd`` form).
 
-Reading never runs code the frame chose: no pickle (an object array, msgpack-numpy's pickled
-``kind``, is refused, never loaded), no msgpack extension types, only numeric dtypes (bool, int,
-uint, float) whose bytes match their shape. Every failure is a `FrameError` (an
-InvalidRequestError) with a message a person can act on; nothing else escapes `decode`.
+Reading costs about a copy of the frame's bytes, whatever its shape: only the values the planner
+reads are built, each within a bound (`VALUE_BYTES`); the rest (camera images, say) is skipped
+unbuilt (`decode`). Reading never runs code the frame chose: no pickle (an object array,
+msgpack-numpy's pickled ``kind``, is refused, never loaded), no msgpack extension types, only
+numeric dtypes (bool, int, uint, float) whose bytes match their shape. Every failure is a
+`FrameError` (an InvalidRequestError; a `FrameCostError` for a frame past its bounds) with a
+message a person can act on; nothing else escapes `decode`.
 
 An observation dict names the planner's inputs by key (`OpenpiKeys`, defaults in
 serving/config.py): the observation (required), the goal (required when an episode starts), the
@@ -40,6 +43,19 @@ _EXPECTED = {FieldDescriptor.TYPE_BOOL: "true or false", FieldDescriptor.TYPE_DO
 
 class FrameError(InvalidRequestError):
     """A frame that is not an observation this server can read."""
+
+
+class FrameCostError(FrameError):
+    """A frame that would cost more than its bounds to read (answered RESOURCE_EXHAUSTED)."""
+
+
+# What reading a frame may cost. The values the planner reads are built, each within its bound in
+# bytes, by role; a vector's bound holds 4,096 float64 numbers in either array form.
+VALUE_BYTES = {"observation": 40_000, "goal": 40_000, "options": 4096, "model": 512, "reset": 64}
+MAX_KEYS = 64
+MAX_KEY_BYTES = 256
+SKIPPED = object()  # the value of a key the planner does not read: skipped unread
+PROMPT_KEY = "prompt"  # openpi's language instruction: read for its presence only, to name the goal key
 
 
 # -- arrays
@@ -87,8 +103,9 @@ def _scalar(data: Any, dtype: np.dtype) -> np.generic:
     if not is_real(data) and not isinstance(data, bool):
         raise FrameError(f"a numpy scalar's value is {type(data).__name__}, expected a number")
     try:
-        return dtype.type(data)
-    except (OverflowError, ValueError):
+        with np.errstate(all="raise"):  # a value float16 cannot hold: refused, not a warning on stderr
+            return dtype.type(data)
+    except (OverflowError, ValueError, FloatingPointError):
         raise FrameError(f"a numpy scalar's value does not fit dtype {dtype.str}") from None
 
 
@@ -120,27 +137,97 @@ def _shown(value: Any) -> str:
     return ascii(value)[:60]
 
 
-def decode(frame: bytes | str) -> dict[str, Any]:
-    """The observation dict of one frame; FrameError for anything else."""
+def _type_name(first: int) -> str:
+    """The kind of msgpack value a first byte starts, as Python names it."""
+    if first <= 0x7F or first >= 0xE0 or 0xCC <= first <= 0xD3:
+        return "int"
+    for low, high, name in ((0x80, 0x8F, "dict"), (0x90, 0x9F, "list"), (0xA0, 0xBF, "str"),
+                            (0xC0, 0xC0, "nil"), (0xC2, 0xC3, "bool"), (0xC4, 0xC6, "bytes"),
+                            (0xC7, 0xC9, "extension"), (0xCA, 0xCB, "float"), (0xD4, 0xD8, "extension"),
+                            (0xD9, 0xDB, "str"), (0xDC, 0xDD, "list"), (0xDE, 0xDF, "dict")):
+        if low <= first <= high:
+            return name
+    return "invalid"  # 0xC1: never used
+
+
+def _not_msgpack(exc: Exception) -> FrameError:
+    return FrameError(f"the frame is not one msgpack value ({type(exc).__name__}: {str(exc)[:100]})")
+
+
+def decode(frame: bytes | str, keys: OpenpiKeys) -> dict[str, Any]:
+    """The observation dict of one frame, its keys mapped to their values where `keys` names them
+    and to SKIPPED elsewhere; FrameError for anything else, FrameCostError for a frame that would
+    cost more than its bounds to read.
+
+    Only the values the planner reads are built, each within its byte bound (VALUE_BYTES); every
+    other value (camera images, say) is skipped by the C reader without building an object, so a
+    frame of any shape within --openpi-max-frame-bytes costs about a copy of its bytes to read."""
     if isinstance(frame, str):
         raise FrameError("a text frame: send the observation dict as a binary msgpack frame")
     if frame.startswith(_PICKLE_MAGIC):
         raise FrameError("the frame looks like a pickle: refused unread; send msgpack (this server "
                          "never unpickles anything)")
+    data = memoryview(frame)
+    reader = msgpack.Unpacker(None, max_buffer_size=max(len(frame), 1))
+    reader.feed(frame)
+    kind = _type_name(frame[0]) if frame else "invalid"
     try:
-        item = msgpack.unpackb(frame, raw=False, object_hook=_object_hook, ext_hook=_refuse_ext,
+        if kind != "dict":
+            reader.skip()
+        else:
+            spans = [_spans(reader) for _ in range(_map_size(reader))]
+    except FrameError:
+        raise
+    except Exception as exc:  # msgpack's own errors: bad or missing bytes, nesting too deep
+        raise _not_msgpack(exc) from None
+    if reader.tell() != len(frame):
+        raise FrameError(f"the frame is not one msgpack value ({len(frame) - reader.tell()} bytes "
+                         "after the first)")
+    if kind != "dict":
+        raise FrameError(f"the frame is a msgpack {kind}, expected a map (the observation dict)")
+    bounds = {getattr(keys, role): limit for role, limit in VALUE_BYTES.items()}
+    item: dict[str, Any] = {}
+    for (key_start, key_end), (start, end) in spans:
+        if key_end - key_start > MAX_KEY_BYTES:
+            raise FrameCostError(f"a key of {key_end - key_start} bytes (at most {MAX_KEY_BYTES})")
+        key = _read(data[key_start:key_end])
+        if not isinstance(key, str):
+            raise FrameError("the observation dict's keys must be strings")
+        limit = bounds.get(key)
+        if limit is None:
+            item[key] = SKIPPED
+        elif end - start > limit:
+            raise FrameCostError(f"{key} takes {end - start} bytes, at most {limit} are read")
+        else:
+            item[key] = _read(data[start:end])
+    return item
+
+
+def _read(data: memoryview) -> Any:
+    """One value, its arrays as numpy arrays; FrameError for anything else."""
+    try:
+        return msgpack.unpackb(data, raw=False, object_hook=_object_hook, ext_hook=_refuse_ext,
                                strict_map_key=True, timestamp=0)
     except FrameError:
         raise
-    except Exception as exc:  # msgpack's own errors: bad bytes, extra data, nesting too deep
-        raise FrameError(f"the frame is not one msgpack value ({type(exc).__name__}: "
-                         f"{str(exc)[:100]})") from None
-    if not isinstance(item, dict):
-        raise FrameError(f"the frame is a msgpack {type(item).__name__}, expected a map (the "
-                         "observation dict)")
-    if not all(isinstance(key, str) for key in item):
-        raise FrameError("the observation dict's keys must be strings")
-    return item
+    except Exception as exc:  # msgpack's own errors: bad bytes (a string that is not UTF-8, say)
+        raise _not_msgpack(exc) from None
+
+
+def _map_size(reader: msgpack.Unpacker) -> int:
+    size = reader.read_map_header()
+    if size > MAX_KEYS:
+        raise FrameCostError(f"the observation dict has {size} keys (at most {MAX_KEYS})")
+    return size
+
+
+def _spans(reader: msgpack.Unpacker) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Where the next key and its value lie in the frame: skipped, not read."""
+    key_start = reader.tell()
+    reader.skip()
+    start = reader.tell()
+    reader.skip()
+    return (key_start, start), (start, reader.tell())
 
 
 def _pack_default(value: Any) -> Any:
@@ -184,6 +271,7 @@ class Request:
     model: str | None  # None: the running episode's (the default model for a first episode)
     reset: bool
     options: pb.EpisodeOptions | None  # None: the running episode's (the defaults at first)
+    prompt: bool = False  # the dict has a "prompt" (openpi's text instruction, which no goal replaces)
 
 
 def vector(value: Any, key: str) -> np.ndarray:
@@ -266,4 +354,5 @@ def request(item: dict[str, Any], keys: OpenpiKeys) -> Request:
         model=model,
         reset=bool(reset),
         options=None if options is None else episode_options(options, keys.options),
+        prompt=PROMPT_KEY in item,
     )

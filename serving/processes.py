@@ -1,15 +1,17 @@
 """``l3p serve --processes N``: N server processes on one port (gRPC's multiprocessing recipe).
 
-The parent holds the port with a socket that never listens (startup.bind_port): bound without
-SO_REUSEPORT, so a port any other socket holds is refused (``address already in use``), then
-open to SO_REUSEPORT sockets only, so a later server, one process or many, is refused too. It then
-spawns N processes (fresh interpreters: gRPC state must not be forked). Each loads the bundle and
-binds the same port with SO_REUSEPORT; the kernel spreads new connections over them. A program of
-the same user that asks for SO_REUSEPORT itself can still bind beside them: that is what the
-option is for. A client channel is one
-connection, so a robot's sessions stay on the process that opened them. Processes share nothing:
-behind a proxy that may use several upstream connections, run one replica per port instead
-(deploy/nginx).
+The parent holds the port with sockets that never listen, one per address --host names
+(startup.bind_port): bound without SO_REUSEPORT, so a port any other socket holds is refused
+(``address already in use``), then open to SO_REUSEPORT sockets only, so a later server, one
+process or many, is refused too. It then spawns N processes (fresh interpreters: gRPC state must
+not be forked). Each loads the bundle and binds the same port with SO_REUSEPORT; the kernel
+spreads new connections over them. A program of the same user that asks for SO_REUSEPORT itself
+can still bind beside them: that is what the option is for. A client channel is one connection,
+so a robot's sessions stay on the process that opened them. Processes share nothing but a counter
+of ReloadModels calls (shared memory): the process that answers one counts it, and each other
+process looks at the repository again before its next GetModelInfo, ListModels or StartEpisode,
+so a ReloadModels reaches them all. Behind a proxy that may use several upstream connections, run
+one replica per port instead (deploy/nginx).
 
 The parent prints ``L3P_SERVER_READY port=N`` once every process serves and forwards SIGTERM and
 SIGINT to all of them (each then drains as a single server does). If a process exits on its own,
@@ -52,12 +54,13 @@ def _worker_config(config: ServeConfig, port: int, index: int, openpi_port: int 
                                openpi_port=openpi_port)
 
 
-def _worker(config: ServeConfig, index: int, ready) -> None:
+def _worker(config: ServeConfig, index: int, ready, reloads) -> None:
     """One server process. Runs in a spawned interpreter."""
     os.setpgrp()  # a terminal's Ctrl-C reaches the parent only, which forwards it once
     configure_logging(config.log_level, capture_native=True, log_format=config.log_format)
     try:  # the bundle may have changed since the parent checked it
-        sys.exit(serve(config, *prepare(config), on_ready=ready.send, share_port=True, worker=index))
+        sys.exit(serve(config, *prepare(config), on_ready=ready.send, share_port=True, reloads=reloads,
+                       worker=index))
     except L3PError as exc:
         sys.exit(report(exc))
 
@@ -66,7 +69,7 @@ def run_processes(config: ServeConfig) -> int:
     """Serves with config.processes processes until SIGTERM/SIGINT; the exit code. ServeError,
     before a process is spawned, if the port or a metrics port is taken."""
     reservation = bind_port(config.host, config.port, shared=True)
-    port = reservation.getsockname()[1]
+    port = reservation.port
     if config.metrics_port:
         try:
             for index in range(config.processes):
@@ -80,8 +83,9 @@ def run_processes(config: ServeConfig) -> int:
     except BaseException:
         reservation.close()
         raise
-    openpi_port = None if openpi is None else openpi.getsockname()[1]
+    openpi_port = None if openpi is None else openpi.port
     context = multiprocessing.get_context("spawn")
+    reloads = context.Value("Q", 0)  # ReloadModels answered by any process: the others look again
     workers: list[_Worker] = []
     stopping = failed = False
 
@@ -98,7 +102,8 @@ def run_processes(config: ServeConfig) -> int:
         for index in range(config.processes):
             receiver, sender = context.Pipe(duplex=False)
             process = context.Process(target=_worker, name=f"l3p-serve-{index}",
-                                      args=(_worker_config(config, port, index, openpi_port), index, sender))
+                                      args=(_worker_config(config, port, index, openpi_port), index, sender,
+                                            reloads))
             process.start()
             sender.close()
             workers.append(_Worker(index, process, receiver))

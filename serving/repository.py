@@ -21,6 +21,11 @@ for a blocking read), each at most --max-file-bytes, and every look at the repos
 load runs in a daemon thread of its own that the server waits on for at most --load-timeout
 seconds: one that takes longer is reported as jammed and abandoned (its result, should it come,
 is dropped), and can hold up neither later loads nor shutdown.
+
+With ``--processes N`` each process has its repository; a ReloadModels that one answers counts in
+a counter the parent shares with all (``reloads``), and every other process looks again before it
+next answers GetModelInfo, ListModels or StartEpisode (``catch_up``), so after ReloadModels no
+connection sees the old version.
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
 from l3p.core.bundle_format import DEFAULT_MAX_FILE_BYTES, BundleError, check_pin, printable, read_manifest
 from l3p.core.errors import L3PError
-from l3p.core.signing import Signature, TrustedKeys, signing_time, verify_bundle
+from l3p.core.signing import Signature, TrustedKeys, verify_bundle
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.serving.bounded import run_bounded
 from l3p.serving.bundle import Bundle, load_bundle
@@ -46,9 +52,9 @@ from l3p.serving.errors import UnknownModelError
 from l3p.serving.logs import event
 from l3p.serving.mapping import model_info
 from l3p.serving.metrics import Metrics
-from l3p.serving.sequences import Mark, RollbackError, ServedSequences, default_path
+from l3p.serving.sequences import Mark, ServedSequences, check_sequence
 
-__all__ = ["ModelSpec", "ModelVersion", "Repository", "check_models", "check_sequence", "scan"]
+__all__ = ["ModelSpec", "ModelVersion", "Repository", "check_models", "scan"]
 
 
 def _resident_bytes() -> int:
@@ -107,22 +113,6 @@ def _detail(exc: Exception | None, message: str) -> str | None:
     return None if str(exc) in message else str(exc)
 
 
-def check_sequence(candidate: Candidate, signature: Signature, sequences: ServedSequences) -> None:
-    """RollbackError if ``candidate``'s model has served a version signed with a higher sequence
-    than ``signature``'s (as ``sequences`` records). Blocking: reads the record."""
-    mark = sequences.marks(candidate.base).get(candidate.name)
-    if mark is None or signature.sequence >= mark.sequence:
-        return
-    served = f"{candidate.name}/{mark.version}" if mark.version else candidate.name
-    command = f"l3p rollback --models DIR {candidate.name}" if candidate.below else "l3p rollback --bundle DIR"
-    if sequences.path != default_path():
-        command += " --served-sequences FILE"
-    raise RollbackError(
-        f"{candidate.label()} is signed with {signature.describe()}, below sequence {mark.sequence} "
-        f"(signed {signing_time(mark.sequence)}) of {served}, the highest this server has served for "
-        f"{candidate.name}: refusing a rollback (to roll back on purpose, run {command} on the server)")
-
-
 def _close_late(version: ModelVersion) -> None:
     """A version whose load finished after the server stopped waiting for it: never served."""
     version.engine.close()
@@ -134,8 +124,9 @@ class Repository:
     ``trusted``: the keys one of which must have signed a version for its model, with a sequence no
     lower than the highest served for it (None: none needed; ``sequences``: where those are kept,
     default serving/sequences.py's file); ``make_engine(bundle, name)`` builds a version's engine;
-    ``poll_interval_s`` (None: no watch) only says, in a refusal, when it is tried again. Use from
-    the server's event loop."""
+    ``poll_interval_s`` (None: no watch) only says, in a refusal, when it is tried again;
+    ``reloads``: the ReloadModels counter the processes of one server share. Use from the server's
+    event loop."""
 
     def __init__(self, sources: Callable[[], dict[str, Candidate]], pins: dict[str, frozenset[str]],
                  make_engine: Callable[[Bundle, str], Engine], default: str | None = None,
@@ -143,7 +134,7 @@ class Repository:
                  metrics: Metrics | None = None, pin_option: str = "--model-sha256", *,
                  trusted: TrustedKeys | None = None, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                  load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S, poll_interval_s: float | None = None,
-                 sequences: ServedSequences | None = None):
+                 sequences: ServedSequences | None = None, reloads: Synchronized | None = None):
         self._sources = sources
         self._pins = pins
         self._trusted = trusted
@@ -166,6 +157,8 @@ class Repository:
         # Per model, what in its directory holds a bundle but is not a version (scan's notes).
         self._notes: dict[str, str] = {}
         self._refresh_lock = asyncio.Lock()
+        self._reloads = reloads
+        self._reloads_seen = 0  # the count when this process last looked
 
     @classmethod
     def of_bundle(cls, bundle: Bundle, make_engine: Callable[[Bundle, str], Engine],
@@ -234,10 +227,26 @@ class Repository:
         return ModelVersion(candidate.name, candidate.version, digest, bundle, engine, info, memory,
                             signature=signature)
 
+    async def reload(self) -> list[pb.ModelLoad]:
+        """ReloadModels: ``refresh`` here, and in the server's other processes before their next
+        call that reads the models (``catch_up``)."""
+        if self._reloads is not None:
+            with self._reloads.get_lock():
+                self._reloads.value += 1
+        return await self.refresh()
+
+    async def catch_up(self) -> None:
+        """``refresh`` if another process of this server answered a ReloadModels since this one
+        last looked."""
+        if self._reloads is not None and self._reloads.value != self._reloads_seen:
+            await self.refresh()
+
     async def refresh(self) -> list[pb.ModelLoad]:
         """Loads every new version found; one ModelLoad per attempt (an empty list: nothing
         new). A failure leaves the current version serving."""
         async with self._refresh_lock:
+            if self._reloads is not None:  # read before the look: a reload asked during it looks again
+                self._reloads_seen = self._reloads.value
             loads = []
             try:
                 found, settled, notes = await run_bounded(self._changed, self._load_timeout_s,

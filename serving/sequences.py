@@ -25,7 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from l3p.core.bundle_format import BundleError, read_regular
+from l3p.core.bundle_format import BundleError, problem, read_regular
+from l3p.core.signing import Signature, signing_time
+from l3p.serving.candidates import Candidate
 
 FORMAT = "l3p-served-sequences"
 FORMAT_VERSION = 1
@@ -77,7 +79,12 @@ class ServedSequences:
                 self._write(table, key, model, mark)
 
     def set(self, repository: Path, model: str, mark: Mark) -> Mark | None:
-        """Sets the model's mark to ``mark``, lower or not (an operator's rollback); the old one."""
+        """Sets the model's mark to ``mark``, lower or not (an operator's rollback); the old one. None,
+        and the file left as it is (not even made), when it holds no mark for the model: no server
+        that keeps its marks here has served a signed version of it, so there is nothing to lower
+        (marks are never removed, so the look needs no lock)."""
+        if model not in self.marks(repository):
+            return None
         with self._locked() as table:
             key = self.key(repository)
             old = self._marks(table, key).get(model)
@@ -98,7 +105,7 @@ class ServedSequences:
                 raise ValueError(f"expected format {FORMAT!r} version {FORMAT_VERSION}")
             return table
         except (ValueError, RecursionError) as exc:
-            raise self._error(f"not readable ({str(exc)[:120]})") from None
+            raise self._error(f"not readable ({problem(exc)[:120]})") from None
 
     def _error(self, problem: str) -> SequencesFileError:
         return SequencesFileError(f"served-sequences file {self.path}: {problem}; signed versions are refused "
@@ -146,3 +153,19 @@ class ServedSequences:
             os.replace(partial, self.path)
         except OSError as exc:
             raise self._error(f"cannot write it ({exc.strerror})") from None
+
+
+def check_sequence(candidate: Candidate, signature: Signature, sequences: ServedSequences) -> None:
+    """RollbackError if ``candidate``'s model has served a version signed with a higher sequence
+    than ``signature``'s (as ``sequences`` records). Blocking: reads the record."""
+    mark = sequences.marks(candidate.base).get(candidate.name)
+    if mark is None or signature.sequence >= mark.sequence:
+        return
+    served = f"{candidate.name}/{mark.version}" if mark.version else candidate.name
+    command = f"l3p rollback --models DIR {candidate.name}" if candidate.below else "l3p rollback --bundle DIR"
+    if sequences.path != default_path():
+        command += " --served-sequences FILE"
+    raise RollbackError(
+        f"{candidate.label()} is signed with {signature.describe()}, below sequence {mark.sequence} "
+        f"(signed {signing_time(mark.sequence)}) of {served}, the highest this server has served for "
+        f"{candidate.name}: refusing a rollback (to roll back on purpose, run {command} on the server)")

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
+from multiprocessing.sharedctypes import Synchronized
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -77,7 +78,8 @@ class PlannerServer:
     ``replica_id``: prefixes session ids ("ID.") so a proxy can route a session's calls here.
     ``poll_interval_s``: how often the repository is looked at for new versions (None: never).
     ``share_port``: other SO_REUSEPORT sockets may bind the port too (the processes of one
-    ``--processes N`` server); without it any other bind there is refused.
+    ``--processes N`` server); without it any other bind there is refused. ``reloads``: the
+    ReloadModels counter those processes share (serving/repository.py).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class PlannerServer:
         replica_id: str | None = None,
         poll_interval_s: float | None = None,
         share_port: bool = False,
+        reloads: Synchronized | None = None,
     ):
         self.store = SessionStore(session_ttl_s, max_sessions, on_expire=self._on_expire,
                                   id_prefix=f"{replica_id}." if replica_id else "",
@@ -121,7 +124,7 @@ class PlannerServer:
                                      max_file_bytes=models.max_file_bytes,
                                      load_timeout_s=models.load_timeout_s,
                                      poll_interval_s=poll_interval_s,
-                                     sequences=ServedSequences(models.sequences))
+                                     sequences=ServedSequences(models.sequences), reloads=reloads)
         self._to_load = not isinstance(models, Bundle)
         self._listen = dict(host=host, port=port, credentials=credentials, gate=gate,
                             with_reflection=with_reflection, share_port=share_port)
@@ -246,16 +249,18 @@ def onnxruntime_threads(bundle: Bundle) -> dict[str, int]:
 
 
 def serve(config: ServeConfig, models: ModelSpec, security: Security, blas: dict[str, int],
-          on_ready: Callable[[int], None], *, share_port: bool = False, **log_fields) -> int:
+          on_ready: Callable[[int], None], *, share_port: bool = False, reloads: Synchronized | None = None,
+          **log_fields) -> int:
     """Runs one server process until SIGTERM/SIGINT; calls on_ready(port) once it serves. 0 after
     a shutdown; ServeError if it cannot start (a busy port), BundleError if a model cannot load.
     share_port: a process of ``--processes N``, whose parent holds the port and checked the metrics
-    ports."""
-    return asyncio.run(_serve(config, models, security, blas, on_ready, share_port, log_fields))
+    ports; reloads: the ReloadModels counter its processes share."""
+    return asyncio.run(_serve(config, models, security, blas, on_ready, share_port, reloads, log_fields))
 
 
 async def _serve(config: ServeConfig, models: ModelSpec, security: Security, blas: dict[str, int],
-                 on_ready: Callable[[int], None], share_port: bool, log_fields: dict) -> int:
+                 on_ready: Callable[[int], None], share_port: bool, reloads: Synchronized | None,
+                 log_fields: dict) -> int:
     if not share_port:  # refused before the models load
         check_port(config.host, config.port)
         if config.metrics_port:
@@ -276,6 +281,7 @@ async def _serve(config: ServeConfig, models: ModelSpec, security: Security, bla
         replica_id=config.replica_id,
         poll_interval_s=config.poll_interval or None,
         share_port=share_port,
+        reloads=reloads,
     )
     await server.open()
     first = server.models.versions()[0].bundle

@@ -101,10 +101,12 @@ class PlannerServicer(pb_grpc.PlannerServicer):
 
     @_answers_errors
     async def GetModelInfo(self, request, context):
+        await self._models.catch_up()
         return self._models.get(request.model).info
 
     @_answers_errors
     async def ListModels(self, request, context):
+        await self._models.catch_up()
         return self._models.statuses()
 
     @_answers_errors
@@ -113,7 +115,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
             raise AdminOnlyError(
                 "ReloadModels is off on this server: start it with --admin-token-file and call "
                 "with an admin token (the repository watch, --poll-interval, swaps without it)")
-        loads = await self._models.refresh()
+        loads = await self._models.reload()
         event(logging.INFO, "models_reloaded", caller=self._principal(context),
               loads=[(load.model, load.version, load.loaded) for load in loads])
         return pb.ReloadModelsResponse(loads=loads)
@@ -190,6 +192,7 @@ class PlannerServicer(pb_grpc.PlannerServicer):
 
     async def start_episode(self, request: pb.StartEpisodeRequest, owner: Owner,
                             goal_field: str = "goal") -> tuple[Session, pb.StartEpisodeResponse]:
+        await self._models.catch_up()
         model = self._models.get(request.model)
         bundle = model.bundle
         goal = self._vector(request.goal, goal_field, bundle.goal_dim, "goal_dim", bundle.env_id)

@@ -13,11 +13,15 @@ from pathlib import Path
 from l3p.core.bundle_format import BundleError, check_pin, read_manifest
 from l3p.core.errors import L3PError
 from l3p.core.signing import TrustedKeys, verify_bundle
-from l3p.serving.repository import ModelSpec, check_models, check_sequence
+from l3p.serving.repository import ModelSpec, check_models
 from l3p.serving.config import ServeConfig
 from l3p.serving.security import Security, security_from_config
-from l3p.serving.sequences import ServedSequences
+from l3p.serving.sequences import ServedSequences, check_sequence
 from l3p.serving.threads import limit_blas_threads
+
+
+# Port 0 on a host of several addresses: the port the first address got may be taken on another.
+_PORT_0_TRIES = 8
 
 
 class ServeError(L3PError):
@@ -33,20 +37,74 @@ def bind_error(host: str, port: int, option: str, exc: OSError) -> ServeError:
     return ServeError(f"cannot bind {address} ({option}): {reason}")
 
 
-def bind_port(host: str, port: int, option: str = "--port", *, shared: bool = False) -> socket.socket:
-    """A TCP socket bound to host:port (port 0: a free one) that never listens, so it takes no
-    connection. ServeError (bind_error) if any socket already holds the port, one that allows
-    SO_REUSEPORT included.
+class HeldPort:
+    """A port bound on every address of a host by sockets that never listen (so they take no
+    connection); close() frees it."""
+
+    def __init__(self, sockets: list[socket.socket]):
+        self.sockets = sockets
+        self.port: int = sockets[0].getsockname()[1]
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+
+    def __enter__(self) -> HeldPort:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def bind_port(host: str, port: int, option: str = "--port", *, shared: bool = False) -> HeldPort:
+    """host:port bound on every address host names (localhost: 127.0.0.1 and ::1, where it names
+    both), as gRPC binds them all, but those this host lacks; port 0: one free on each of them.
+    ServeError (bind_error) if any socket already holds the port on any of those addresses, one that
+    allows SO_REUSEPORT included.
 
     shared: the port is then held for the processes of one server: only sockets that ask for
     SO_REUSEPORT (and, on Linux, belong to the same user) may bind it while this one is open;
     any other bind is refused."""
     try:
-        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                      flags=socket.AI_PASSIVE)[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)))
     except OSError as exc:
         raise bind_error(host, port, option, exc) from None
+    error = None
+    for _ in range(_PORT_0_TRIES if port == 0 and len(addresses) > 1 else 1):
+        try:
+            return HeldPort(_bind_all(addresses, shared))
+        except OSError as exc:  # with port 0: the port the first address got is taken on another
+            error = exc
+    raise bind_error(host, port, option, error) from None
+
+
+def _bind_all(addresses: list[tuple], shared: bool) -> list[socket.socket]:
+    """Every (family, address) bound, on the port the first one got when that is 0, but for those
+    this host lacks (::1 without IPv6, which gRPC skips too); OSError if another cannot be bound,
+    or none can."""
+    held: list[socket.socket] = []
+    try:
+        for family, address in addresses:
+            if held:
+                address = (address[0], held[0].getsockname()[1], *address[2:])
+            try:
+                held.append(_bound(family, address, shared))
+            except OSError as exc:
+                if exc.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                    raise
+                lacking = exc
+        if not held:
+            raise lacking
+        return held
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+
+
+def _bound(family: socket.AddressFamily, address: tuple, shared: bool) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         # SO_REUSEADDR: the connections of a server that just stopped (TIME_WAIT) don't hold the
         # port. No SO_REUSEPORT yet: with it the bind would succeed beside SO_REUSEPORT listeners,
@@ -58,9 +116,9 @@ def bind_port(host: str, port: int, option: str = "--port", *, shared: bool = Fa
             # does not ask for SO_REUSEPORT itself.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    except OSError as exc:
+    except BaseException:
         sock.close()
-        raise bind_error(host, port, option, exc) from None
+        raise
     return sock
 
 

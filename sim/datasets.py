@@ -1,7 +1,9 @@
-"""Regenerate OGBench's point- and ant-maze datasets under OGBench's protocol (not its files).
+"""``l3p dataset NAME``: regenerate an OGBench dataset under OGBench's protocol (not its files): the
+point- and ant-maze ones here, the manipulation "play" ones in l3p.sim.play_datasets (`run_dataset`).
 
-Each step the robot is steered toward the oracle's subgoal (the next cell on a BFS shortest path
-to the goal's cell, `OGBenchMaze.oracle_subgoal`), plus Gaussian noise, clipped to [-1, 1]:
+In a maze, each step the robot is steered toward the oracle's subgoal (the next cell on a BFS
+shortest path to the goal's cell, `OGBenchMaze.oracle_subgoal`), plus Gaussian noise, clipped to
+[-1, 1]:
 
 - point (no learned expert): the action is the unit direction to the subgoal; noise 0.5.
 - ant: the action is a direction-following expert's deterministic action on (the ant's 29-d
@@ -23,14 +25,15 @@ OGBench's (the point's x-y; the ant's 29-d state), the achieved goal the robot's
 
 ``l3p dataset pointmaze-large-stitch-v0 --out data/pointmaze-large-stitch-v0.npz``
 ``l3p dataset antmaze-large-navigate-v0 --expert experts/ant-s0/policy.npz``
+``l3p dataset cube-double-play-v0 --workers 2`` (also writes data/cube-double-play-v0-val.npz)
 """
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,7 +42,7 @@ import numpy as np
 from l3p.core.dataset import save_dataset
 from l3p.core.errors import L3PError
 from l3p.core.mlp_policy import load_mlp_policy
-from l3p.sim import mazes
+from l3p.sim import mazes, play_datasets
 from l3p.sim.ogbench_mazes import MAZES, ROBOTS, env_id
 
 KINDS = ("navigate", "stitch")
@@ -72,7 +75,7 @@ def dataset_spec(name: str, episodes: int | None = None, steps: int | None = Non
     """OGBench's sizes for ``name`` (e.g. ``pointmaze-giant-stitch-v0``), optionally made smaller."""
     match = NAME.match(name)
     if match is None:
-        raise L3PError(f"unknown dataset {name!r}: {NAMES}")
+        raise L3PError(f"unknown dataset {name!r}: {NAMES} or {play_datasets.NAMES}")
     robot, maze, kind = match.groups()
     if kind == "stitch":
         size = (5000, 201)
@@ -171,12 +174,31 @@ def write(spec: DatasetSpec, seed: int, out: Path, progress: bool = False, exper
     return save_dataset(out, env_id=spec.env_id, made_by=made_by, **arrays)
 
 
-def run_dataset(args: argparse.Namespace) -> int:
-    spec = dataset_spec(args.name, args.episodes, args.steps)
-    out = args.out or Path("data") / f"{spec.name}.npz"
+def run_dataset(options: Any) -> int:
+    """``l3p dataset NAME``, with the options `l3p.dataset_command.GeneratorOptions` declares."""
+    if play_datasets.NAME.match(options.name):
+        return _run_play(options)
+    if options.workers is not None or options.val_episodes is not None:
+        raise L3PError(f"{options.name}: --workers and --val-episodes are for the play datasets "
+                       f"({play_datasets.NAMES}); a maze dataset is one generator's stream")
+    spec = dataset_spec(options.name, options.episodes, options.steps)
+    out = options.out or Path("data") / f"{spec.name}.npz"
     t0 = time.time()
-    expert = load_mlp_policy(args.expert) if args.expert is not None else None
-    digest = write(spec, args.seed, out, progress=not args.no_progress, expert=expert, expert_path=args.expert)
-    print(f"wrote {out}: {spec.episodes} episodes x {spec.steps} steps of {spec.env_id}, seed {args.seed}, "
+    expert = load_mlp_policy(options.expert) if options.expert is not None else None
+    digest = write(spec, options.seed, out, progress=options.progress, expert=expert, expert_path=options.expert)
+    print(f"wrote {out}: {spec.episodes} episodes x {spec.steps} steps of {spec.env_id}, seed {options.seed}, "
           f"sha256 {digest} ({time.time() - t0:.0f} s)")
+    return 0
+
+
+def _run_play(options: Any) -> int:
+    if options.expert is not None:
+        raise L3PError(f"{options.name}: the play datasets are made by OGBench's scripted oracles, no --expert")
+    spec = play_datasets.play_spec(options.name, options.episodes, options.steps, options.val_episodes)
+    out = options.out or Path("data") / f"{spec.name}.npz"
+    t0 = time.time()
+    train, val = play_datasets.write(spec, options.seed, out, options.workers, options.progress)
+    print(f"wrote {out} and {play_datasets.val_path(out)}: {spec.episodes} + {spec.val_episodes} episodes x "
+          f"{spec.steps} steps of {spec.env_id}, seed {options.seed}, sha256 {train} / {val} "
+          f"({time.time() - t0:.0f} s)")
     return 0

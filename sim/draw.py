@@ -225,17 +225,20 @@ def _goal_space_views(fig: Any, axes: Any, views: list[tuple[int, int]], landmar
 
 
 def plot_learning_curve(history: list[dict], path: Path, title: str, planner_label: str = "L3P planner",
-                        x: str = "env_steps") -> None:
-    """Evaluation success over ``x`` (env steps online; optimizer steps for a run trained offline)."""
+                        x: str = "env_steps", series: tuple[tuple[str, str], ...] | None = None,
+                        ylabel: str = "eval success rate") -> None:
+    """Evaluation success over ``x`` (env steps online; optimizer steps for a run trained offline),
+    or the ``series`` (progress.csv's column, label) given, each within [0, 1]."""
+    series = series or (("success_policy", "policy π(s, g)"), ("success_l3p", planner_label))
     with figure(path, 3.6) as (fig, (ax,)):
-        for key, label in (("success_policy", "policy π(s, g)"), ("success_l3p", planner_label)):
+        for key, label in series:
             rows = [r for r in history if r.get(key) is not None]  # cells not measured are absent
             ax.plot([r[x] for r in rows], [r[key] for r in rows], marker=".", label=wrapped(label, SMALL_PT))
         from matplotlib.ticker import EngFormatter
 
         ax.xaxis.set_major_formatter(EngFormatter(sep=" "))  # 200 k, 1.2 M: no offset text to find
         ax.set_xlabel(x.replace("_", " "))
-        ax.set_ylabel("eval success rate")
+        ax.set_ylabel(ylabel)
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(wrapped(title))
         ax.grid(alpha=0.3)

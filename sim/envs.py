@@ -28,6 +28,9 @@ How L3P reads an env is declared per env class, never guessed from its name (``G
   quaternion (w, x, y, z) sits in the observation L3P sees, ``torso_quat_index``; it has fallen
   when its torso's up axis points below the horizontal (``GoalEnvAdapter.fallen``). Training can
   make a fall a failure (``TrainConfig.fall_is_failure``) and ``l3p eval`` counts falls;
+- goal space: an env whose goal is a part of its ``observation`` (OGBench's manipulation tasks: the
+  objects' part) names where, ``achieved_goal_indices``; a dataset generator reads each step's
+  achieved goal from there;
 - construction: ``env_kwargs`` are passed to the env's constructor (``gym.make``), e.g. the ant's
   control rate and what its observation includes (see ``ADAPTERS``).
 - evaluation: a task whose test protocol differs from its training distribution (Place-Inside-Box
@@ -35,7 +38,8 @@ How L3P reads an env is declared per env class, never guessed from its name (``G
   ``eval_env_id``; the trainer's evaluation, ``l3p eval`` and ``l3p run`` use it (``evaluation_env_id``).
 A user env declares its own with class attributes ``l3p_success_key`` / ``l3p_reward_offset`` /
 ``l3p_prepend_achieved_goal`` / ``l3p_eval_env_id`` / ``l3p_actuator_gear`` / ``l3p_torso_quat_index`` /
-``l3p_env_kwargs`` (plain Python, no import of l3p); gymnasium-robotics' families are declared in ``ADAPTERS``;
+``l3p_achieved_goal_indices`` / ``l3p_env_kwargs`` (plain Python, no import of l3p); gymnasium-robotics'
+families are declared in ``ADAPTERS``;
 anything else gets the default; a class's own attributes win over what it inherits, field by field. ``make_env`` probes ``compute_reward`` at the goal and far from
 it and refuses an env whose offset reward is not 0 / -1 there, saying what to declare.
 """
@@ -76,6 +80,7 @@ class GoalEnvAdapter:
     actuator_gear: float | None = None  # the motors' torque at action ±1; None = the env's own
     env_kwargs: tuple[tuple[str, Any], ...] = ()  # (name, value) pairs for the env's constructor
     torso_quat_index: int | None = None  # observation index of the torso's (w, x, y, z); None: cannot fall
+    achieved_goal_indices: tuple[int, ...] = ()  # where the achieved goal sits in the observation; (): not in it
 
     @property
     def can_fall(self) -> bool:
@@ -179,6 +184,7 @@ def _register_known_envs() -> None:
     gym.register_envs(gymnasium_robotics)
     importlib.import_module("l3p.sim.box")
     importlib.import_module("l3p.sim.ogbench_mazes")
+    importlib.import_module("l3p.sim.ogbench_manip")
 
 
 def _target(env_id: str, max_episode_steps: int | None) -> str | gym.envs.registration.EnvSpec:

@@ -4,7 +4,9 @@ subgoal marked, and closing an env without GL noise at exit.
 The video shows the planner's current subgoal as a marker drawn into the MuJoCo scene: a blue
 sphere on a landmark subgoal, a translucent green sphere around the final goal when the planner
 pursues it directly (the env draws the goal itself as its small red target site); with the
-model's landmarks (``GetModelInfo``), every landmark as a small pink sphere.
+model's landmarks (``GetModelInfo``), every landmark as a small pink sphere. An env whose goal is
+not a point (OGBench's arm tasks) says where a goal shows (``goal_points``: its cubes, the buttons
+it would toggle), and its own renderer draws the spheres there (no caption).
 """
 from __future__ import annotations
 
@@ -100,8 +102,9 @@ def _marker_position(env: Any, subgoal: Any) -> np.ndarray:
 class VideoRecorder:
     """Frames of the env with the current subgoal marked, written as an H.264 mp4.
 
-    MuJoCo envs (gymnasium's MujocoRenderer) get the marker and a caption drawn into the scene;
-    any other env with ``render_mode="rgb_array"`` is recorded as it renders itself.
+    MuJoCo envs (gymnasium's MujocoRenderer) get the marker and a caption drawn into the scene, an
+    env with ``goal_points`` the markers where it says; any other env with ``render_mode="rgb_array"``
+    is recorded as it renders itself.
     """
 
     def __init__(self, path: str | os.PathLike[str], fps: int = 25, landmarks: np.ndarray | None = None) -> None:
@@ -143,8 +146,21 @@ class VideoRecorder:
             viewer._overlays.clear()
             for line in caption.split("\n"):
                 viewer.add_overlay(_TOPLEFT, line, "")
-        self._writer.append_data(env.render())
+        frame = None
+        if renderer is None and hasattr(env.unwrapped, "goal_points"):  # OGBench's arm: its renderer draws ours
+            frame = env.unwrapped.render(markers=self._goal_markers(env.unwrapped, step))
+        self._writer.append_data(env.render() if frame is None else frame)
         self.frames += 1
+
+    def _goal_markers(self, env: Any, step: Subgoal | None) -> list[tuple[np.ndarray, float, np.ndarray]]:
+        """Spheres where the env's ``goal_points`` shows the landmarks (small, pink) and the subgoal."""
+        markers = [(p, 0.008, _GRAPH_RGBA) for landmark in (() if self.landmarks is None else self.landmarks)
+                   for p in env.goal_points(landmark)]
+        if step is not None:
+            final = step.subgoal_index < 0
+            markers += [(p, 0.03 if final else 0.02, _FINAL_GOAL_RGBA if final else _LANDMARK_RGBA)
+                        for p in env.goal_points(step.subgoal)]
+        return markers
 
     def close(self) -> None:
         self._writer.close()

@@ -9,7 +9,7 @@ import torch
 
 from l3p.sim.envs import VecGoalEnv
 from l3p.training.agent import L3PAgent
-from l3p.training.config import preset
+from l3p.training.presets import preset
 from l3p.training.export import export_bundle
 
 

@@ -392,7 +392,7 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
-    from l3p.clients.ros2.convert import point_message
+    from l3p.clients.ros2.convert import HOLD_LABEL, point_message
 
     bundle = MODELS / "FetchPush-v4"
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -434,18 +434,33 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
         return msg
 
     publishing = threading.Event()
+    sending = threading.Lock()  # held while the robot publishes
     stop_all = threading.Event()
+
+    def pause() -> None:
+        """The robot stops publishing: once this returns, no observation of its is under way."""
+        publishing.clear()
+        with sending:
+            pass
+
+    def from_hold(received: list) -> list:
+        """The commands from the first hold on: those before it answered observations sent earlier
+        (the bridge answers each one it took, however late the probe hears it)."""
+        first = next((k for k, (_, a) in enumerate(received) if [d.label for d in a.layout.dim] == [HOLD_LABEL]),
+                     len(received))
+        return [a.data.tolist() for _, a in received[first:]]
 
     goal = point_message([1.3, 0.75, 0.42], "world")
 
     def robot() -> None:
         tick = 0
         while not stop_all.is_set():
-            if publishing.is_set():
-                if tick % 10 == 0:
-                    pub_goal.publish(goal)  # re-sent, as robots do: the same goal goes on
-                pub_obs.publish(joint_state(obs))
-                tick += 1
+            with sending:
+                if publishing.is_set():
+                    if tick % 10 == 0:
+                        pub_goal.publish(goal)  # re-sent, as robots do: the same goal goes on
+                    pub_obs.publish(joint_state(obs))
+                    tick += 1
             time.sleep(1.0 / p["rate_hz"])
 
     robot_thread = threading.Thread(target=robot, daemon=True)
@@ -458,30 +473,35 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
         robot_thread.start()
         publishing.set()
         probe.wait_for(lambda: n(actions) >= 10, 30, "actions")
-        # Malformed observations and goals while the robot keeps going: a status naming each.
-        publishing.clear()  # for less than the observation timeout: no hold is due
-        time.sleep(0.1)
-        before_bad = n(actions)
+        # Malformed observations and goals while the robot pauses: a status naming each.
+        pause()
         status_mark = n(statuses)
-        # A period apart, as a robot publishes: the bridge keeps only the newest observation.
         bad_nan = obs.copy()
         bad_nan[4] = float("nan")
         wrong_len = JointState()
         wrong_len.name = joints
         wrong_len.position = [0.0] * (obs_dim - 1)
         lacks_joints = joint_state(np.zeros(3), names=joints[:3])
-        for bad_obs in (lacks_joints, joint_state(bad_nan), wrong_len):
-            pub_obs.publish(bad_obs)
-            time.sleep(0.05)
-        pub_goal.publish(point_message([float("inf"), 0.0, 0.0], "world"))
-        probe.wait_for(lambda: sum(s[1].message.startswith("bad") for s in statuses[status_mark:]) >= 4, 10,
-                       "bad-message statuses")
-        time.sleep(0.2)
-        bad = [(int.from_bytes(s.level, "little"), s.message) for _, s in statuses[status_mark:]
-               if s.message.startswith("bad")]
-        actions_after_bad = [a.data.tolist() for _, a in actions[before_bad:]]
+        bad_goal = point_message([float("inf"), 0.0, 0.0], "world")
+
+        def bad_statuses() -> list:
+            return [s for _, s in statuses[status_mark:] if s.message.startswith("bad")]
+
+        # Each after the last one's status: the bridge keeps only the newest observation (depth 1),
+        # so one sent while it is busy acting would replace the one before, unread.
+        for k, (pub, msg) in enumerate(((pub_obs, lacks_joints), (pub_obs, joint_state(bad_nan)),
+                                        (pub_obs, wrong_len), (pub_goal, bad_goal)), 1):
+            pub.publish(msg)
+            probe.wait_for(lambda: len(bad_statuses()) >= k, 20, f"bad-message status {k}")
+        # A status after them (the heartbeat, or the hold of no good observation) says whether any
+        # was answered: the step count the bad ones' statuses show has not moved.
+        last_bad = max(i for i, (_, s) in enumerate(statuses) if s.message.startswith("bad"))
+        probe.wait_for(lambda: n(statuses) > last_bad + 1, 20, "a status after the bad messages")
+        bad = [(int.from_bytes(s.level, "little"), s.message) for s in bad_statuses()]
+        steps_during_bad = sorted({status_values(s)["step"] for s in [*bad_statuses(), statuses[last_bad + 1][1]]})
         publishing.set()
-        probe.wait_for(lambda: n(actions) >= before_bad + 5, 20, "actions after the bad messages")
+        mark_good = n(actions)
+        probe.wait_for(lambda: n(actions) >= mark_good + 5, 20, "actions after the bad messages")
         # The server killed mid-episode, then restarted on its port.
         mark_kill = n(actions)
         status_kill = n(statuses)
@@ -492,15 +512,14 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
         probe.wait_for(lambda: any(status_values(s).get("server") == "unavailable" for _, s in statuses[status_kill:]),
                        20, "a server-unavailable status")
         time.sleep(1.0)  # the robot keeps sending observations to a bridge without a server
-        down = [a.data.tolist() for _, a in actions[mark_kill:]]
+        down_all = actions[mark_kill:]
         server = start_server(bundle, port=port)
         t_restart = time.monotonic()
-        probe.wait_for(lambda: n(actions) >= mark_kill + len(down) + 5, 30, "actions after the restart")
-        after = actions[mark_kill + len(down):]
+        probe.wait_for(lambda: n(actions) >= mark_kill + len(down_all) + 5, 30, "actions after the restart")
+        after = actions[mark_kill + len(down_all):]
         resumed_status = [status_values(s) for _, s in statuses[status_kill:]]
         # The observations stop: a hold, once.
-        publishing.clear()
-        t_stop_obs = time.monotonic()
+        pause()
         mark_stop = n(actions)
         probe.wait_for(lambda: any(status_values(s).get("state") == "observation_timeout"
                                    for _, s in statuses[status_kill:]), 10, "an observation-timeout status")
@@ -512,22 +531,21 @@ def scenario_faults(p: dict[str, Any]) -> dict[str, Any]:
         probe.wait_for(lambda: n(actions) >= mark_term + 3, 20, "actions before SIGTERM")
         mark_term = n(actions)
         bridge_rc = bridge.stop()
-        time.sleep(0.5)
-        term = [a.data.tolist() for _, a in actions[mark_term:]]
+        probe.wait_for(lambda: from_hold(actions[mark_term:]), 10, "the hold of SIGTERM")
+        time.sleep(0.5)  # anything more the bridge sent before it exited
+        term = from_hold(actions[mark_term:])
         final = status_values(statuses[-1][1])
         return {
-            "actions_before_bad": before_bad,
             "bad_statuses": bad,
-            "actions_after_bad": actions_after_bad,
+            "steps_during_bad": steps_during_bad,
             "all_actions_valid": all(valid(np.asarray(a.data)) for _, a in actions),
-            "down": down,
+            "down": from_hold(down_all),
             "first_after_restart_delay_s": (after[0][0] - t_restart) if after else None,
             "after_restart_nonzero": sum(any(v != 0 for v in a.data) for _, a in after),
             "episodes_seen": sorted({s.get("episode") for s in resumed_status}),
             "episode_before": episode_before,
             "resumes": max(int(s.get("resumes", 0)) for s in resumed_status),
-            "after_stop": [a.data.tolist() for _, a in after_stop],
-            "hold_after_stop_delay_s": (after_stop[0][0] - t_stop_obs) if after_stop else None,
+            "after_stop": from_hold(after_stop),
             "term": term,
             "bridge_exit": bridge_rc,
             "final_status": final,

@@ -1,10 +1,10 @@
 """The ``protocol`` scenario of tests/ros2_harness.py: this process is a robot (stamped JointState
 observations, stamped goals, lockstep on the action topic) speaking to the bridge the way the guide
 says, and then misbehaving: an observation beyond float32, a goal of 1e300, a goal in another
-frame, an observation stamped before its goal, a goal and an observation published back to back,
-a pause past the observation timeout; at the end SIGTERM. The planner runs mode ``policy``
-(action = pi(observation, goal), no state), so every action received is compared with the action
-the server gives for that observation and either goal."""
+frame, an observation stamped before its goal, a goal stamped ahead of the bridge's clock, a goal
+and an observation published back to back, a pause past the observation timeout; at the end
+SIGTERM. The planner runs mode ``policy`` (action = pi(observation, goal), no state), so every
+action received is compared with the action the server gives for that observation and either goal."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from ros2_harness import MODELS, Probe, bridge_config, bridge_process, start_ser
 
 GOALS = {"a": [1.3, 0.75, 0.42], "b": [1.1, 0.6, 0.5]}
 ANSWER_S = 5.0  # the longest wait for one answer (a missing answer is recorded, not raised)
+HOUR_NS = 3600 * 1_000_000_000
 
 
 def scenario_protocol(p: dict[str, Any]) -> dict[str, Any]:
@@ -66,8 +67,8 @@ def scenario_protocol(p: dict[str, Any]) -> dict[str, Any]:
     def stamp(ns: int) -> Any:
         return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
-    def publish_goal(name: str, frame: str = "world", values: list[float] | None = None) -> int:
-        ns = now_ns()
+    def publish_goal(name: str, frame: str = "world", values: list[float] | None = None, ahead_ns: int = 0) -> int:
+        ns = now_ns() + ahead_ns  # ahead: a robot whose clock runs ahead of the bridge's
         msg = point_message(values or GOALS[name], frame, stamp(ns))
         pub_goal.publish(msg)
         return ns
@@ -116,6 +117,10 @@ def scenario_protocol(p: dict[str, Any]) -> dict[str, Any]:
             time.sleep(0.01)
         time.sleep(0.1)  # anything else it sends for the same message
 
+    def running(ns: int) -> bool:
+        """The status shows an episode pursuing the goal stamped ``ns``."""
+        return last_status().get("goal_stamp") == str(ns) and bool(last_status().get("session"))
+
     def errors_since(mark: int) -> int:
         return sum(int.from_bytes(s.level, "little") == 2 for _, s in statuses[mark:])
 
@@ -157,6 +162,33 @@ def scenario_protocol(p: dict[str, Any]) -> dict[str, Any]:
         settle(lambda: last_status().get("goal_stamp") == str(gb2) and bool(last_status().get("session")))
         step("b")
         out["same_goal_new_stamp"] = {"before": after_b, "after": last_status(), "stamp": str(gb2)}
+
+        # -- the same goal stamped 0.5 s ahead (within goal_ahead_tolerance_s), then re-stamped by a clock
+        # put right (an older stamp): a new episode each time
+        soon = publish_goal("b", ahead_ns=500_000_000)
+        settle(lambda: running(soon))
+        within = last_status()
+        put_right = publish_goal("b")
+        settle(lambda: running(put_right))
+        out["older_stamp"] = {"within": within, "after": last_status(), "stamps": [str(soon), str(put_right)]}
+
+        # -- the same goal stamped an hour ahead (a clock set wrong), three times: refused each time, the
+        # episode goes on; then with a valid stamp: its episode runs, every observation answered
+        before = last_status()
+        mark, log_mark = len(statuses), len(bridge.lines)
+        ahead: list[int] = []
+        for _ in range(3):
+            ahead.append(publish_goal("b", ahead_ns=HOUR_NS))
+            settle(lambda: errors_since(mark) >= len(ahead))
+        refused = last_status()
+        valid = publish_goal("b")
+        settle(lambda: running(valid))
+        mark_sent = len(sent)
+        answered = [step("b") for _ in range(6)]
+        out["ahead"] = {"stamps": ahead, "statuses": since(mark), "before": before, "refused": refused,
+                        "stamp": str(valid), "answered": answered, "sent": list(range(mark_sent, len(sent))),
+                        "after": last_status(),
+                        "log": [line.strip() for line in bridge.lines[log_mark:] if "ahead of the bridge" in line]}
 
         # -- goal then observation, back to back, as a robot skipping the handshake would
         mark_b2b = len(sent)

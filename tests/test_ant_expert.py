@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np

@@ -204,7 +204,7 @@ def test_far_pairs_on_the_medium_maze_use_its_four_metre_cells():
 
 
 def test_presets_train_short_and_evaluate_the_papers_way():
-    from l3p.training.config import preset
+    from l3p.training.presets import preset
 
     u, m = preset(UMAZE), preset(MEDIUM)
     assert (u.max_episode_steps, u.eval_max_steps, u.eval_pairs, u.eval_min_cells) == (200, 500, "far", 6)

@@ -24,7 +24,7 @@ def benchmark(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("name", ["serve_latency", "start_bursts", "train_throughput", "time_to_success", "swap",
-                                  "landmark_reach", "learning_speed", "openpi_latency"])
+                                  "landmark_reach", "learning_speed", "openpi_latency", "hostile_peers"])
 def test_each_benchmark_runs_as_a_script_from_anywhere(name, tmp_path):
     assert benchmark(name, "--help", cwd=tmp_path).stdout.startswith("usage: ")
 
@@ -44,6 +44,23 @@ def test_openpi_latency_quick(tmp_path):
         "openpi-client step p50 <= 1.3x the gRPC stream step p50 (keep steps)",
         "openpi-client step p50 <= 1.3x the gRPC stream step p50 (all steps)"]
     assert "openpi targets, this run:" in printed
+
+
+def test_hostile_peers_quick(tmp_path):
+    """A short run: the bystander steps in every condition, the peers' frames are answered and
+    refused as the listener's bounds say, and both targets are checked against the rows."""
+    out = tmp_path / "hostile.json"
+    printed = benchmark("hostile_peers", "--episodes", "1", "--steps", "20", "--rounds", "1", "--peers", "2",
+                        "--out", str(out), cwd=tmp_path).stdout
+    result = json.loads(out.read_text())["servers"]["this checkout"]
+    assert {condition: row["n"] for condition, row in result["bystander_step"].items()} == {
+        "alone": 20, "ordinary": 20, "hostile": 20}
+    assert set(result["peer_frames"]["ordinary"]) == {"answered"}
+    hostile = result["peer_frames"]["hostile"]
+    assert hostile["answered"] > 0 and hostile["refused"] > 0 and hostile["reconnects"] >= hostile["refused"]
+    assert list(result["targets"]) == ["p99 with 2 hostile peers <= 2x p99 alone",
+                                       "p99 with 2 hostile peers <= 2x p99 ordinary"]
+    assert "this checkout: targets, this run:" in printed
 
 
 def test_swap_under_32_sessions_loses_nothing(tmp_path):

@@ -280,7 +280,7 @@ def test_made_and_run_in_a_spawned_process_and_pickled():
 
 
 def test_presets_start_from_the_authors_settings():
-    from l3p.training.config import preset
+    from l3p.training.presets import preset
 
     for env_id in (box.DISTRACTOR_ID, box.PLACE_INSIDE_ID):
         cfg = preset(env_id)

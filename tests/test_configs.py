@@ -122,7 +122,8 @@ def test_train_config_takes_a_runs_config_json(tmp_path):
     import argparse
 
     from l3p.training.commands import add_train_arguments, train_config
-    from l3p.training.config import TrainConfig, preset
+    from l3p.training.config import TrainConfig
+    from l3p.training.presets import preset
 
     written = preset("FetchReach-v4").replace(batch_size=64, d_max=12.0)
     (tmp_path / "config.json").write_text(written.dumps())

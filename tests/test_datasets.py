@@ -87,9 +87,10 @@ def bag_mapping(**more) -> dict:
             "alignment": {"max_skew_s": 0.012, "max_gap_s": 0.5}, **more}
 
 
-def source_arrays(n: int = 60, seed: int = 1, segment: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def source_arrays(n: int = 60, seed: int = 1, segment: int = 20, obs_dim: int = 3
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    obs = rng.normal(size=(n, 3)).astype(np.float32)
+    obs = rng.normal(size=(n, obs_dim)).astype(np.float32)
     actions = rng.uniform(-1, 1, size=(n, 2)).astype(np.float32)
     goals = np.repeat(rng.normal(size=(n // segment + 1, 2)), segment, axis=0)[:n].astype(np.float32)
     return obs, actions, goals
@@ -380,7 +381,7 @@ def l3p(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 def test_import_round_trips_and_train_reads_a_mapping_in_place(tmp_path):
     import yaml
 
-    obs, actions, goals = source_arrays()
+    obs, actions, goals = source_arrays(obs_dim=4)  # the import checks the sizes against PointMaze_UMaze-v3's
     write_bag(tmp_path / "day1", obs, actions, goals)
     write_bag(tmp_path / "day2", obs[::-1].copy(), actions, goals)
     mapping = tmp_path / "robot.yaml"
@@ -463,7 +464,7 @@ def test_offline_training_reads_a_mapping_in_place_as_its_converted_npz(tmp_path
     pytest.importorskip("torch")
     import yaml
 
-    from l3p.training.config import preset
+    from l3p.training.presets import preset
     from l3p.training.offline import OfflineTrainer
 
     rng = np.random.default_rng(4)

@@ -38,3 +38,16 @@ def test_your_own_env_trains_exports_serves_and_drives(tmp_path):
     assert re.search(r"^[0-5]/5 episodes reached their goal through the server$", proc.stdout, re.MULTILINE)
     manifest = json.loads((tmp_path / "run" / "bundle" / "manifest.json").read_text())
     assert manifest["env_id"] == "point_reach:PointReach"
+
+
+def test_an_unmodified_openpi_robot_loop_drives_a_model_named_by_its_url(tmp_path):
+    pytest.importorskip("gymnasium_robotics")
+    pytest.importorskip("openpi_client")
+    with LocalServer(ROOT / "models" / "FetchPush-v4", extra_args=["--openpi-port", "0"]) as server:
+        proc = run("examples/openpi_robot.py", "--url", f"ws://127.0.0.1:{server.openpi_port}/models/FetchPush-v4",
+                   "--episodes", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "FetchPush-v4: observation/state 25 values, goal 3, action_horizon 1"
+    assert [re.fullmatch(r"seed \d+: episode (\d), success (True|False), 50 steps", line)[1] for line in lines[1:]] \
+        == ["0", "1"]

@@ -9,7 +9,7 @@ from l3p.training import losses
 from l3p.training.gls import greedy_latent_sparsification
 from l3p.training.networks import Actor, DistanceCritic, GoalAutoEncoder, LatentClusters, ValueNet, q_from_distance
 from l3p.training.normalizer import Normalizer
-from l3p.training.config import preset
+from l3p.training.presets import preset
 from l3p.training.replay import EpisodeReplay, within_radius
 
 T, OD, GD, AD = 10, 5, 2, 3

@@ -279,7 +279,7 @@ def test_other_training_seeds_make_a_seeds_table_with_mean_and_std(model_copy):
     mean, std = mean_and_population_std(
         [100 * k / n for k in (served_l3p["successes"], served_l3p["successes"] - 8, served_l3p["successes"] + 2)])
     assert "## Training seeds" in card
-    assert f"| 2 | " in card and f"{served_l3p['successes'] + 2} / {n}" in card
+    assert "| 2 | " in card and f"{served_l3p['successes'] + 2} / {n}" in card
     assert f"{mean:.1f} ± {std:.1f} %" in card
     assert "(their weights are not shipped)" in card
     # With every seed's graphs beside its manifest, each seed is a bundle to serve.

@@ -18,7 +18,7 @@ from l3p.core.dataset import load_dataset
 from l3p.sim.datasets import dataset_spec, write
 from l3p.sim.envs import make_env, task_options
 from l3p.training import losses
-from l3p.training.config import preset
+from l3p.training.presets import preset
 from l3p.training.export import export_bundle
 from l3p.training.networks import q_from_distance
 from l3p.training.offline import OfflineTrainer, episode_windows
@@ -66,7 +66,9 @@ def test_the_dataset_becomes_the_replay(dataset, tmp_path):
         np.testing.assert_array_equal(b.action_next[i], d.actions[k + 1])
     random = b.bc_mask == 0
     assert 0.25 < random.mean() < 0.35  # random_goal_p of all goals
-    np.testing.assert_array_equal(b.reward, trainer.env.compute_reward(b.ag_next, b.goal))
+    # Paid by the env's own reward function: the dataset's env is one the project makes (no held-out split).
+    assert trainer.held_out is None
+    np.testing.assert_array_equal(b.reward, trainer.eval_env.compute_reward(b.ag_next, b.goal))
     assert b.actor_goal is None
 
 
@@ -163,8 +165,9 @@ def test_a_line_every_log_interval_and_a_cost_estimate_and_the_run_learns_the_sa
     every = dict(eval_every_cycles=100, checkpoint_every_cycles=100)  # one evaluation, at the end
     quiet = OfflineTrainer(tiny_cfg(dataset, 320, log_every_updates=0, **every), tmp_path / "quiet")
     quiet.train(show_progress=False)
-    quiet_lines = capsys.readouterr().err.splitlines()  # the estimate alone: its own line
-    assert len(quiet_lines) == 1 and "cost estimate" in quiet_lines[0]
+    quiet_lines = capsys.readouterr().err.splitlines()  # what the replay holds, then the estimate: a line each
+    assert len(quiet_lines) == 2 and "learning from 40 windows of 60 steps" in quiet_lines[0]
+    assert "cost estimate" in quiet_lines[1]
     assert not (tmp_path / "quiet" / "losses.jsonl").exists()
     told = OfflineTrainer(tiny_cfg(dataset, 320, log_every_updates=40, **every), tmp_path / "told")
     told.train(show_progress=False)  # no bar: as in a log file or a pipe
@@ -246,6 +249,7 @@ def test_exporting_before_the_clusters_start_says_when_they_do(dataset, tmp_path
     from l3p.training.commands import add_export_arguments, run_export
 
     OfflineTrainer(tiny_cfg(dataset, 20, landmarks_after_updates=1000), tmp_path / "run").train(show_progress=False)
+    capsys.readouterr()  # the training's lines; the export's follow
     parser = argparse.ArgumentParser()
     add_export_arguments(parser)
     assert run_export(parser.parse_args([str(tmp_path / "run"), str(tmp_path / "bundle")])) == 0

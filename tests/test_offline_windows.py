@@ -56,7 +56,7 @@ def test_an_offline_run_records_its_windows_and_refuses_a_window_no_episode_fill
     pytest.importorskip("ogbench")
     from l3p.core.dataset import DatasetError
     from l3p.sim.datasets import dataset_spec, write
-    from l3p.training.config import preset
+    from l3p.training.presets import preset
     from l3p.training.offline import OfflineTrainer
 
     path = tmp_path / "stitch.npz"

@@ -4,10 +4,13 @@ namespace the test makes (tests/ros2_harness.py). Skipped, with the reason, wher
 cannot be installed or no namespace can be made."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from ros2_harness import in_netns, l3p, netns_unavailable, run_scenario
+from ros2_protocol import HOUR_NS
 
 REASON = netns_unavailable()
 needs_ros2 = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -52,6 +55,8 @@ l3p_bridge:
     ("nonsense=1", "unknown key 'nonsense'"),
     ("record=out.npz", "achieved_goal_indices: recording needs where the achieved goal sits"),
     ("observation_timeout_s=abc", "observation_timeout_s: expected float, got 'abc'"),
+    ("goal_ahead_tolerance_s=-1", "goal_ahead_tolerance_s: must be >= 0, got -1.0"),
+    ("connect_timeout_s=-1", "connect_timeout_s: must be >= 0, got -1.0"),
 ])
 def test_config_refuses_bad_settings_naming_the_key(override, message):
     pytest.importorskip("yaml")
@@ -89,6 +94,25 @@ def test_messages_become_checked_vectors():
         goal_vector(pose, GoalSpec(type="pose"), 3)
 
 
+@pytest.mark.skipif(REASON is not None and "wheels" in (REASON or ""), reason=REASON or "")
+def test_the_bridge_waits_for_a_server_not_up_yet_then_stops_in_one_line(capsys):
+    """A server still starting is waited for (one console line), up to connect_timeout_s; then
+    the bridge stops with the one line that names the server. 0: one try, no wait."""
+    from l3p.clients.ros2.bridge import BridgeStartError, connect
+    from l3p.clients.ros2.config import BridgeConfig
+
+    with pytest.raises(BridgeStartError) as err:
+        connect(BridgeConfig(server="127.0.0.1:1", connect_timeout_s=1.0))
+    assert str(err.value).startswith("cannot reach the planner server at 127.0.0.1:1: GetModelInfo: UNAVAILABLE")
+    assert str(err.value).endswith("(waited 1 s: connect_timeout_s)")
+    assert capsys.readouterr().out.startswith(
+        "l3p ros2 bridge: waiting up to 1 s (connect_timeout_s) for the planner server at 127.0.0.1:1: ")
+    with pytest.raises(BridgeStartError) as err:
+        connect(BridgeConfig(server="127.0.0.1:1", connect_timeout_s=0))
+    assert "UNAVAILABLE" in str(err.value) and "waited" not in str(err.value)
+    assert capsys.readouterr().out == ""
+
+
 # --------------------------------------------------------------------------- against a real ROS 2 stack
 
 
@@ -102,6 +126,7 @@ def test_bridge_and_sim_robot_in_lockstep_match_the_grpc_runner():
                                       achieved=[3, 4, 5]))
     assert r["topics"] == {
         "/arm/action_stamped": ["sensor_msgs/msg/JointState"],
+        "/arm/end_episode": ["std_msgs/msg/Empty"],  # the bridge listens: l3p ros2 end /arm
         "/arm/forward_command_controller/commands": ["std_msgs/msg/Float64MultiArray"],
         "/arm/goal": ["geometry_msgs/msg/PointStamped"],
         "/arm/observation": ["std_msgs/msg/Float64MultiArray"],
@@ -142,8 +167,8 @@ def test_the_sim_waits_for_its_observation_subscribers_and_says_who_never_came()
 
 @needs_ros2
 def test_bridge_holds_on_faults_and_resumes_after_a_server_restart():
-    """The robot (JointState, names shuffled) at 20 Hz: malformed messages get an ERROR status each
-    and nothing is sent for them; the server killed mid-episode -> one hold, then actions again
+    """The robot (JointState, names shuffled) at 20 Hz: malformed messages (each sent once the last
+    one's status came) get an ERROR status each and nothing is sent for them; the server killed mid-episode -> one hold, then actions again
     from a resumed session of the same episode; observations stop -> one hold; SIGTERM -> one hold."""
     r = run_scenario("faults", dict(observation_timeout_s=1.0, rate_hz=20))
     lacks = ", ".join(f"'joint_{i}'" for i in range(3, 25))
@@ -153,7 +178,7 @@ def test_bridge_holds_on_faults_and_resumes_after_a_server_restart():
         [2, "bad observation: joint state has 25 names but 24 position values"],
         [2, "bad goal: goal has NaN or Inf at index 0"],
     ])
-    assert r["actions_after_bad"] == []  # nothing answered the bad messages
+    assert len(r["steps_during_bad"]) == 1  # nothing answered the bad messages: no step taken for them
     assert r["all_actions_valid"]  # every message to the robot: finite, within the action bounds
     assert r["down"] == [[0.0] * 4]  # the server gone: the hold, once, and no action
     assert r["after_restart_nonzero"] >= 5 and r["resumes"] == 1
@@ -247,6 +272,47 @@ def test_the_goal_handshake_ties_observations_to_their_goal(protocol):
     assert same["after"]["session"] not in ("", same["before"]["session"])
     b2b = [protocol["sent"][i] for i in protocol["back_to_back"]]
     assert len(b2b) == 20 and [s["answered_for"] for s in b2b] == [[s["goal"]] for s in b2b]
+
+
+@needs_ros2
+def test_the_same_goal_with_an_older_stamp_is_a_new_episode(protocol):
+    """A goal stamped 0.5 s ahead (within goal_ahead_tolerance_s) runs; the same goal re-stamped by the
+    robot's clock put right (an older stamp) is not "the same goal re-sent": a new episode."""
+    o = protocol["older_stamp"]
+    assert [o["within"]["goal_stamp"], o["after"]["goal_stamp"]] == o["stamps"]
+    assert int(o["after"]["episode"]) == int(o["within"]["episode"]) + 1
+    assert o["after"]["session"] not in ("", o["within"]["session"])
+
+
+SECONDS = r"(\d+)\.(\d{9})"  # a stamp in seconds, to the nanosecond
+
+
+@needs_ros2
+def test_a_goal_stamped_ahead_of_the_bridges_clock_is_refused_and_the_goal_restamped_runs(protocol):
+    """The same goal stamped an hour ahead of the bridge's clock, three times: each refused (ERROR naming
+    both clocks, counted; one console line for the three), the running episode goes on; the goal
+    re-sent with a valid stamp starts its episode, and its 6 observations get 6 actions, none dropped."""
+    r = protocol["ahead"]
+    refusals = errors(r["statuses"])
+    assert len(refusals) == 3
+    pattern = re.compile(rf"bad goal: stamped ([\d.]+) s ahead of the bridge's clock \(goal {SECONDS}, "
+                         rf"bridge {SECONDS}\), more than goal_ahead_tolerance_s 1: refused; is the robot's clock "
+                         r"synchronized with the bridge's\?")
+    for (_, message), sent in zip(refusals, r["stamps"]):
+        m = pattern.fullmatch(message)
+        assert m, message
+        goal, now = int(m[2] + m[3]), int(m[4] + m[5])
+        assert goal == sent and sent - HOUR_NS <= now < sent - 1_000_000_000  # now: when the bridge took it
+        assert m[1] == f"{(goal - now) / 1e9:.3f}"
+    assert len(r["log"]) == 1 and r["log"][0].endswith(refusals[0][1])  # rate-limited
+    before, refused, after = r["before"], r["refused"], r["after"]
+    assert [refused[k] for k in ("episode", "session", "goal_stamp")] == [before[k] for k in
+                                                                          ("episode", "session", "goal_stamp")]
+    assert int(refused["bad_messages"]) == int(before["bad_messages"]) + 3
+    assert int(after["episode"]) == int(before["episode"]) + 1 and after["goal_stamp"] == r["stamp"]
+    assert r["answered"] == [True] * 6
+    assert [protocol["sent"][i]["answered_for"] for i in r["sent"]] == [["b"]] * 6
+    assert after["stale_observations"] == before["stale_observations"]
 
 
 @needs_ros2

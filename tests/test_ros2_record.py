@@ -129,9 +129,26 @@ MAPPING = {"format": "rosbag2", "env_id": "PointMaze_UMaze-v3",
            "alignment": {"max_skew_s": 0.5, "max_gap_s": 2.0}}
 
 
+# `l3p ...` whose Python thread is held up now and then (a GC pause, a slow write, a loaded machine):
+# a thread holds the GIL for a long C call while the DDS threads go on receiving.
+HELD_UP = """
+import random, runpy, sys, threading, time
+def hold():
+    data = [random.random() for _ in range(1_500_000)]  # about 0.5 s to sort, past the reorder window
+    while True:
+        time.sleep(0.2)
+        sorted(data)
+threading.Thread(target=hold, daemon=True).start()
+sys.argv = ["l3p", *sys.argv[1:]]
+runpy.run_module("l3p", run_name="__main__")
+"""
+
+
 def scenario_record(p: dict) -> dict:
     """This process is the robot, driven by a script: per episode a goal, then observation and
-    command messages; `l3p ros2 record` records them. Then SIGTERM (or kill -9 mid-episode)."""
+    command messages (``lockstep``: each command right after its observation); `l3p ros2 record`
+    (``held_up``: its Python thread held up now and then) records them. Then SIGTERM (or kill -9
+    mid-episode)."""
     import rclpy
     from geometry_msgs.msg import PointStamped
     from rclpy.qos import QoSProfile
@@ -143,7 +160,8 @@ def scenario_record(p: dict) -> dict:
     work = Path(tempfile.mkdtemp(prefix="l3p-record-"))
     (work / "robot.yaml").write_text(yaml.safe_dump(MAPPING))
     out = work / "rec.npz"
-    recorder = Process(l3p("ros2", "record", "--mapping", str(work / "robot.yaml"), "--out", str(out),
+    command = (lambda *a: [sys.executable, "-c", HELD_UP, *a]) if p.get("held_up") else l3p
+    recorder = Process(command("ros2", "record", "--mapping", str(work / "robot.yaml"), "--out", str(out),
                            "--rotate-steps", str(p["rotate_steps"]), "--stats", str(work / "stats.json")), "recorder")
     recorder.wait_ready(60)
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
@@ -167,7 +185,7 @@ def scenario_record(p: dict) -> dict:
         for t in range(length):
             obs, action = rng.normal(size=4), rng.uniform(-1, 1, 2)
             pubs["observation"].publish(Float64MultiArray(data=obs.tolist()))
-            time.sleep(0.004)
+            time.sleep(0 if p.get("lockstep") else 0.004)
             pubs["commands"].publish(Float64MultiArray(data=action.tolist()))
             time.sleep(0.004)
             if e < len(p["episodes"]) - 1 or not p["kill"]:
@@ -185,7 +203,7 @@ def scenario_record(p: dict) -> dict:
             time.sleep(0.1)
         code = recorder.stop(signal.SIGKILL)
     else:
-        code = recorder.stop(signal.SIGTERM)
+        code = recorder.stop(signal.Signals[p.get("stop", "SIGTERM")])
     node.destroy_node()
     rclpy.try_shutdown()
     files = sorted(f for f in work.glob("rec*.npz") if ".tmp" not in f.name)
@@ -217,6 +235,29 @@ def test_ros2_record_writes_what_a_scripted_controller_did():
     assert r["env_id"] == "PointMaze_UMaze-v3" and r["made_by"]["recorder"] == "l3p ros2 record"
     assert r["stats"]["dropped"] == {NO_OBSERVATION: 0, NO_GOAL: 0, SUPERSEDED: 0} and r["stats"]["steps"] == 90
     assert "recorded 90 steps in 3 episodes to 2 file(s); dropped: none; bad messages: 0" in r["output"]
+
+
+@needs_ros2
+def test_a_held_up_recorder_pairs_every_command_of_a_lockstep_robot_with_its_observation():
+    """Commands sent right after their observations, the recorder's thread held up for longer than
+    its reorder window: its backlog is taken topic by topic, yet every step is what was sent."""
+    r = run_record_scenario({"episodes": [150, 150], "rotate_steps": 1000, "seed": 3, "kill": False, "lockstep": True,
+                             "held_up": True})
+    assert r["exit"] == 0, r["output"]
+    assert r["stats"]["dropped"] == {NO_OBSERVATION: 0, NO_GOAL: 0, SUPERSEDED: 0} and r["stats"]["steps"] == 300
+    np.testing.assert_array_equal(np.float32(r["observations"]), np.float32(r["sent"]["observations"]))
+    np.testing.assert_array_equal(np.float32(r["actions"]), np.float32(r["sent"]["actions"]))
+
+
+@needs_ros2
+def test_ctrl_c_stops_the_recorder_and_writes_the_running_episode():
+    """SIGINT (Ctrl-C, `timeout -s INT`) as SIGTERM: exit 0, the episode running then written whole."""
+    r = run_record_scenario({"episodes": [20, 15], "rotate_steps": 1000, "seed": 4, "kill": False, "stop": "SIGINT"})
+    assert r["exit"] == 0, r["output"]
+    assert r["files"] == ["rec.npz"] and r["lengths"] == [20, 15]
+    np.testing.assert_array_equal(np.float32(r["observations"]), np.float32(r["sent"]["observations"]))
+    np.testing.assert_array_equal(np.float32(r["actions"]), np.float32(r["sent"]["actions"]))
+    assert "recorded 35 steps in 2 episodes to 1 file(s)" in r["output"]
 
 
 @needs_ros2

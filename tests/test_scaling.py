@@ -17,7 +17,8 @@ import torch
 from l3p.training.agent import ClusterWork, L3PAgent
 from l3p.training.arguments import add_train_arguments
 from l3p.training.commands import train_config
-from l3p.training.config import TrainConfig, preset
+from l3p.training.config import TrainConfig
+from l3p.training.presets import preset
 from l3p.training.device import GRAPH_WARMUP_STEPS, DeviceError
 from l3p.training.export import export_bundle
 from l3p.training.run_files import CHECKPOINT, CheckpointError

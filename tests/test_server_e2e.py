@@ -699,7 +699,7 @@ def test_health_goes_not_serving_on_sigterm_and_the_stream_in_flight_finishes(un
     [
         ("missing file", "actor.onnx is missing"),
         ("checksum mismatch", "value.onnx: sha256"),
-        ("bad manifest", "'format_version' is 99, expected 1"),
+        ("bad manifest", "'format_version' is not 1"),
     ],
 )
 def test_a_broken_bundle_exits_with_one_line(untrained_bundle, tmp_path, breakage, message):

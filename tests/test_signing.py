@@ -182,15 +182,19 @@ def test_only_versions_signed_by_a_trusted_key_for_their_model_are_served(tmp_pa
             (d / SIGNATURE).rename(tmp_path / "signature-elsewhere.json")
             (d / SIGNATURE).symlink_to(tmp_path / "signature-elsewhere.json")
 
+        def hard_linked(d: Path) -> None:  # another name of a genuine signature of this very bundle
+            os.link(d / SIGNATURE, tmp_path / "signature-hard-linked.json")
+
         assert "reach/2 is not signed (no signature.json) and --trusted-keys needs a signature by nightly; sign it " \
                "with l3p sign BUNDLE --key KEY --model reach" in add_version("2", unsigned)
         assert "the bundle changed after it was signed; refusing to serve it" in add_version("3", tampered_manifest)
         assert "reach/4/actor.onnx: sha256" in add_version("4", tampered_graph)  # the signed digest names it
         assert "reach/5: the signature does not verify with key nightly (forged or corrupted)" in \
             add_version("5", forged)
-        outsider = public_key_of(outsider_key, "x").key_sha256[:16]
-        assert f"reach/6 is signed by key sha256:{outsider}, which is not in --trusted-keys (nightly)" in \
-            add_version("6", by_outsider)
+        # The key id a refused signature claims is never echoed.
+        refused = add_version("6", by_outsider)
+        assert "reach/6 is signed by a key that is not in --trusted-keys (nightly); refusing to serve it" in refused
+        assert public_key_of(outsider_key, "x").key_sha256[:16] not in refused
         assert add_version("7", another_models).startswith(
             "reach/7 is signed for model pick, not reach: refusing to serve another model's bundle as reach (to serve "
             "it as reach, sign it with l3p sign BUNDLE --key KEY --model reach)")
@@ -198,15 +202,17 @@ def test_only_versions_signed_by_a_trusted_key_for_their_model_are_served(tmp_pa
         assert add_version("9", old_format).startswith(
             "reach/9/signature.json is a format 1 signature, which names no model and no sequence; re-sign the "
             "bundle with l3p sign BUNDLE --key KEY --model reach")
-        assert "reach/10 is signed by key sha256:\\x1b[2J\\nevil, which is not in --trusted-keys" in \
-            add_version("10", hostile_key_id)
+        refused = add_version("10", hostile_key_id)
+        assert "reach/10 is signed by a key that is not in --trusted-keys" in refused and "evil" not in refused
         assert add_version("11", linked).startswith(
             "reach/11/signature.json: a symbolic link, which is never followed; refusing to read it")
+        assert add_version("12", hard_linked).startswith(
+            "reach/12/signature.json: a file with 2 hard links, which is never read")
         # Each refusal is logged once, with the version's full path for the operator.
         events = [json.loads(line) for line in server.stderr_tail(100_000).splitlines()]
         failed = [e for e in events if e["event"] == "model_load_failed"]
         assert [(e["version"], e["bundle"]) for e in failed] == [
-            (str(v), str(root / "reach" / str(v))) for v in range(2, 12)]
+            (str(v), str(root / "reach" / str(v))) for v in range(2, 13)]
 
         # The nightly retrain: another export, signed on the training side, copied in under any
         # number; no pin.
@@ -314,7 +320,8 @@ def test_a_server_that_cannot_keep_its_served_sequences_refuses_signed_versions(
 def test_served_sequences_live_where_the_operator_says(tmp_path, signed_bundles, keys):
     """--served-sequences FILE: the processes of --processes 2 keep their marks there (the default
     file is never written), a restart on the same file refuses the rolled-back version before a process is
-    spawned, and ``l3p rollback --served-sequences FILE`` lowers that file's mark."""
+    spawned, ``l3p rollback`` without that file is refused, and ``l3p rollback --served-sequences FILE``
+    lowers that file's mark."""
     root, env, marks = tmp_path / "models", state_env(tmp_path), tmp_path / "volume" / "marks.json"
     old, new = signed_bundles
     shutil.copytree(new, root / "reach" / "2")
@@ -336,8 +343,17 @@ def test_served_sequences_live_where_the_operator_says(tmp_path, signed_bundles,
         "a rollback (to roll back on purpose, run l3p rollback --models DIR reach --served-sequences FILE on the "
         "server)\n"))
 
-    done = subprocess.run([sys.executable, "-m", "l3p.cli", "rollback", "--trusted-keys", str(keys["trusted"]),
-                           "--models", str(root), "reach", "--served-sequences", str(marks)],
+    # Without the server's --served-sequences, l3p rollback would lower a mark the server never
+    # reads: the default file holds none for reach, so it is refused and left as it is (not made).
+    rollback = [sys.executable, "-m", "l3p.cli", "rollback", "--trusted-keys", str(keys["trusted"]),
+                "--models", str(root), "reach"]
+    elsewhere = subprocess.run(rollback, capture_output=True, text=True, timeout=60, env=env, check=False)
+    default = tmp_path / "state" / "l3p" / "served-sequences.json"
+    assert (elsewhere.returncode, elsewhere.stdout, elsewhere.stderr) == (2, "", (
+        f"l3p rollback: error: {default} holds no served sequence for reach of {root}: no server that reads it "
+        "has served a signed reach, so there is nothing to lower (a server started with --served-sequences FILE "
+        "keeps them there: give l3p rollback the same --served-sequences FILE)\n"))
+    done = subprocess.run([*rollback, "--served-sequences", str(marks)],
                           capture_output=True, text=True, timeout=60, env=env, check=False)
     assert done.returncode == 0 and done.stdout.rstrip().endswith(f"Marks: {marks}"), done.stderr
     with LocalServer(models=root, extra_args=args, env=env) as server, grpc.insecure_channel(server.target) as channel:

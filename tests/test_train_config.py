@@ -18,7 +18,8 @@ from l3p.core.names import OPTIONS
 from l3p.core.overrides import OverrideError
 from l3p.training.commands import (TrainArgumentError, _command_line, add_export_arguments, add_train_arguments,
                                    train_config)
-from l3p.training.config import PLANNER_KEYS, TrainConfig, preset
+from l3p.training.config import PLANNER_KEYS, TrainConfig
+from l3p.training.presets import preset
 from l3p.training.export import code_state
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,7 +217,7 @@ def test_export_parity_tolerates_float_rounding_in_actions_not_a_wrong_action(tm
 
 def test_offline_goal_fractions_that_sum_to_one_are_accepted():
     """relabel_p + random_goal_p <= 1 as a sum: 1.0 - 0.8 is below 0.2 in floats."""
-    from l3p.training.config import preset
+    from l3p.training.presets import preset
     cfg = preset("PointMaze_Large-v3").replace(dataset="d.npz", relabel_p=0.8, random_goal_p=0.2)
     assert cfg.relabel_p + cfg.random_goal_p == pytest.approx(1.0)
     with pytest.raises(ValueError, match=r"relabel_p \+ random_goal_p <= 1, got 0.2 \(relabel_p 0.85\)"):

@@ -13,7 +13,8 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from l3p.training.config import TrainConfig, preset
+from l3p.training.config import TrainConfig
+from l3p.training.presets import preset
 from l3p.training.export import BundleExistsError, export_bundle, sha256
 from l3p.training.run_files import CheckpointError, load_checkpoint
 from l3p.training.trainer import ConfigError, Trainer
@@ -467,8 +468,8 @@ def test_an_online_run_says_once_early_what_the_rest_costs(tmp_path, capsys):
 
     line, = estimates()  # cycle 1 warm-up, 2 skipped, 3-5 timed: said after cycle 5 of 8
     assert re.fullmatch(r"FetchReach-v4: cost estimate: 300 more env steps = 3 cycles \(100 env steps \+ 4 updates "
-                        r"each\) at \d+\.\d\d s each on this machine = \d+ s, plus 2 evaluations \(episodes in the "
-                        r"env; progress.csv's wall_time_s shows what they take\)", line), line
+                        r"each\) at \d+\.\d\d s each on this machine = \d+ s, plus 2 evaluations \(progress.csv's "
+                        r"wall_time_s shows what they take\)", line), line
     line, = estimates(planning_start_episodes=14)  # planning starts at cycle 7: said before it
     assert line.endswith("; measured before planning starts (episode 14): planned episodes and landmark updates "
                          "make later cycles slower")

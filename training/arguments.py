@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from l3p.core.names import OPTIONS
-from l3p.training.config import GRAPHS, LANDMARK_KINDS, PLACEMENT_KEYS, PLANNER_KEYS, PRESET_OPTIONS
+from l3p.training.config import GRAPHS, LANDMARK_KINDS, PLACEMENT_KEYS, PLANNER_KEYS
+from l3p.training.presets import PRESET_OPTIONS
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:

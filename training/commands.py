@@ -27,7 +27,8 @@ from l3p.datasets.source import open_dataset
 from l3p.sim.draw import plot_landmarks
 from l3p.training.agent import L3PAgent
 from l3p.training.arguments import add_export_arguments, add_train_arguments  # noqa: F401
-from l3p.training.config import SAMPLED_LANDMARKS, TrainConfig, check as check_train_keys, describe, preset
+from l3p.training.config import SAMPLED_LANDMARKS, TrainConfig, check as check_train_keys, describe
+from l3p.training.presets import preset
 from l3p.training.edges import data_graph
 from l3p.training.export import (CENTRE_ITERATIONS, ExportError, agent_from_checkpoint, centred_landmarks,
                                  export_bundle, gls_landmarks, rebundle)
@@ -82,7 +83,7 @@ def run_train(args: argparse.Namespace) -> int:
         else:
             trainer = Trainer(cfg, run_dir, command)  # an unknown env id raises UnknownEnvError here
     with _stop_on_signals() as stop:
-        progress = trainer.train(show_progress=not args.no_progress, stop=stop)
+        trainer.train(show_progress=not args.no_progress, stop=stop)
     if stop.is_set():
         run = trainer.run_dir
         print(f"stopped at {trainer.progress_text()}; checkpoint saved in {run}\n"
@@ -128,7 +129,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
         env = recorded
     if not env:
         raise TrainArgumentError("give --env ENV_ID or --dataset FILE (or --resume RUN_DIR)")
-    start = preset(env, args.preset_option).to_dict()
+    start = preset(env, args.preset_option, offline=bool(args.dataset)).to_dict()
     base = {**start, **from_file, "env_id": env}
     if isinstance(from_file.get("planner"), dict):  # a [planner] table changes the preset's planner
         base["planner"] = {**start["planner"], **from_file["planner"]}
@@ -287,9 +288,10 @@ def _add_plots(run_dir: Path, bundle_dir: Path, agent: L3PAgent, landmarks: np.n
     served, supported = planner_defaults(manifest), supported_edges(manifest)
     env_id = agent.cfg.env_id
     graph = " over the edges the data supports" if supported is not None else ""
+    drawn = "" if agent.cfg.offline_eval == "held_out" else env_id  # no env: no walls to draw
     plot_landmarks(landmarks, sample, bundle_dir / "landmarks.png",
                    f"{env_id}: {len(landmarks)} landmarks (served d_max {served.d_max:g}{graph})",
-                   env_id, agent.value_fn, served.d_max, served.adaptive_cut, supported)
+                   drawn, agent.value_fn, served.d_max, served.adaptive_cut, supported)
 
 
 def run_goals(run_dir: Path, cfg: TrainConfig) -> np.ndarray | None:

@@ -150,6 +150,15 @@ def data_graph(landmarks: np.ndarray, goals: np.ndarray, bounds: list[tuple[int,
                value_fn: ValueFn, reach_steps: int | None = None) -> DataGraph:
     """The recipe on recorded episodes: achieved goals [T, goal_dim], episodes ``bounds``;
     ``reach_steps``: the actor learned on goals at most this many recorded steps ahead (d_max's cap)."""
+    supported, radius, w = supported_edges(landmarks, goals, bounds, value_fn)
+    reach = None if reach_steps is None else actor_reach(goals, bounds, value_fn, reach_steps)
+    return DataGraph(supported, radius, connecting_cut(w, supported), reach, reach_steps)
+
+
+def supported_edges(landmarks: np.ndarray, goals: np.ndarray, bounds: list[tuple[int, int]],
+                    value_fn: ValueFn) -> tuple[np.ndarray, float, np.ndarray]:
+    """(supported [N, N] bool, the "near" radius, V between the landmarks [N, N]): the edges the
+    recorded episodes pass along (the module docstring)."""
     landmarks = np.asarray(landmarks, np.float64)
     if len(landmarks) < 2:
         raise ValueError("a data-supported graph needs at least 2 landmarks")
@@ -158,6 +167,4 @@ def data_graph(landmarks: np.ndarray, goals: np.ndarray, bounds: list[tuple[int,
     radius = float(np.median(apart.min(axis=1))) / 2
     w = landmark_values(landmarks, value_fn)
     steps = passages(near_labels(goals, landmarks, radius), bounds, len(landmarks))
-    supported = np.isfinite(w) & (steps <= SUPPORT_RATIO * w)
-    reach = None if reach_steps is None else actor_reach(goals, bounds, value_fn, reach_steps)
-    return DataGraph(supported, radius, connecting_cut(w, supported), reach, reach_steps)
+    return np.isfinite(w) & (steps <= SUPPORT_RATIO * w), radius, w

@@ -30,7 +30,7 @@ from l3p.core.bundle_format import (FORMAT, FORMAT_VERSION, GRAPHS, MANIFEST, MO
 from l3p.core.errors import L3PError
 from l3p.core.names import DISTRIBUTION, OPTIONS
 from l3p.core.signing import load_private_key, sign_bundle
-from l3p.sim.envs import env_spec, make_env
+from l3p.sim.envs import EnvSpec, env_spec, make_env
 from l3p.training.agent import L3PAgent
 from l3p.training.config import TrainConfig
 from l3p.training.edges import near_labels
@@ -320,9 +320,13 @@ def check_parity(agent: L3PAgent, bundle: Path, batch_sizes: tuple[int, ...] = (
 
 def agent_from_checkpoint(state: dict) -> L3PAgent:
     cfg = TrainConfig.from_dict(state["config"])
-    env = make_env(cfg.env_id)
-    spec = env_spec(env)
-    env.close()
+    if "spec" in state:  # trained from a recording alone: its spec, no env
+        spec = EnvSpec(**{**state["spec"], "action_low": tuple(state["spec"]["action_low"]),
+                          "action_high": tuple(state["spec"]["action_high"])})
+    else:
+        env = make_env(cfg.env_id)
+        spec = env_spec(env)
+        env.close()
     agent = L3PAgent(cfg, spec, device="cpu")  # export runs on the CPU, whatever the run trained on
     agent.load_state_dict(state["agent"])
     return agent

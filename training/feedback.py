@@ -135,8 +135,8 @@ def evaluations(cycle: int, last: int, every: int) -> int:
 
 
 def _evaluations(count: int) -> str:
-    return (f"plus {count} evaluation{'s' if count != 1 else ''} (episodes in the env; progress.csv's "
-            "wall_time_s shows what they take)")
+    return (f"plus {count} evaluation{'s' if count != 1 else ''} (progress.csv's wall_time_s shows what "
+            "they take)")
 
 
 def duration(seconds: float) -> str:
@@ -155,10 +155,15 @@ def plot_run_curve(history: list[dict], cfg: Any, path: Path) -> None:
     from l3p.sim.draw import plot_learning_curve
 
     planner = cfg.planner
+    # Without an env (training/held_out.py) the held-out measures that lie in [0, 1].
+    held_out = (("held_out_distance_rank", "rank correlation of D with the recorded steps"),
+                ("held_out_action_error", "actor's error on recorded actions (of the bound)"),
+                ("graph_joined", "landmarks the data joins")) if cfg.offline_eval == "held_out" else None
     plot_learning_curve(history, path, cfg.env_id,
                         f"L3P planner, training settings (d_max {planner.d_max:g}, "
                         f"local horizon {planner.local_horizon:g})",
-                        x="env_steps" if cfg.dataset is None else "optimizer_steps")
+                        x="env_steps" if cfg.dataset is None else "optimizer_steps", series=held_out,
+                        ylabel="held-out measure" if held_out else "eval success rate")
 
 
 def read_progress(path: Path) -> list[dict]:

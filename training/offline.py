@@ -8,7 +8,8 @@ a' the recorded next action (it never evaluates an action the data did not take)
 maximizes Q while staying near the recorded action (TD3+BC). V, the reachability autoencoder and
 the latent clusters learn exactly as online; clusters start after ``landmarks_after_updates``
 steps, once the latent space has taken shape. Evaluation runs episodes in the env (the dataset's
-env id) as the online trainer's does; checkpoints hold no replay (the dataset is it: resuming
+env id) as the online trainer's does, or, for a robot without a simulator, measures a held-out
+split of the recording (training/held_out.py: no env is made); checkpoints hold no replay (the dataset is it: resuming
 reloads the file and checks its digest). The exported bundle is the online one: the server
 cannot tell how a model was trained.
 """
@@ -28,7 +29,9 @@ from l3p.core.dataset import Dataset, DatasetError
 from l3p.datasets.source import open_dataset
 from l3p.sim.envs import VecGoalEnv, evaluation_env_id
 from l3p.training.agent import L3PAgent
+from l3p.training import held_out
 from l3p.training.config import TrainConfig
+from l3p.training.feedback import say
 from l3p.training.replay import EpisodeReplay
 from l3p.training.run_files import CHECKPOINT, CheckpointError, load_checkpoint, run_provenance, snapshot_path
 from l3p.training.trainer import ConfigError, Progress, Trainer
@@ -95,32 +98,66 @@ class OfflineTrainer(Trainer):
         torch.manual_seed(cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
         self.dataset = open_dataset(cfg.dataset)
-        self.eval_env = VecGoalEnv(evaluation_env_id(cfg.env_id), min(cfg.eval_episodes, 10), cfg.eval_max_steps)
-        self.env = self.eval_env  # what the learner is paid comes from the env's own reward function
-        self.spec = self.eval_env.spec
-        check_dataset(self.dataset, cfg, self.spec)
+        self.cfg, without_env = held_out.resolve(cfg, self.dataset)
+        cfg = self.cfg
+        if without_env is None:  # episodes in the dataset's env, as online
+            self.eval_env = VecGoalEnv(evaluation_env_id(cfg.env_id), min(cfg.eval_episodes, 10), cfg.eval_max_steps)
+            self.spec = self.eval_env.spec
+            check_dataset(self.dataset, cfg, self.spec)
+            learned, env_reward = self.dataset, self.eval_env.compute_reward  # the env's own reward function
+            self.held_out = None
+        else:
+            learned, held = held_out.split(self.dataset, cfg.held_out_fraction, cfg.seed)
+            self.spec = held_out.dataset_spec(self.dataset, cfg.env_id, cfg.offline_window_steps or 0)
+            env_reward = held_out.radius_reward(cfg.success_radius)
+            self.held_out = held_out.HeldOut(held, learned, min(cfg.future_step, int(cfg.clip_return)),
+                                             self.spec.action_max, cfg.seed)
+            say(f"{cfg.env_id}: training from the recording alone, {without_env}: success within "
+                f"{cfg.success_radius:g} of the goal (success_radius), {self.held_out.episodes} of "
+                f"{len(self.dataset.episode_bounds())} episodes held out (held_out_fraction) and measured at "
+                f"every evaluation")
+        self.learned = learned
         self.agent = L3PAgent(cfg, self.spec)
-        short = short_episodes(self.dataset, cfg.offline_window_steps)
-        if short["episodes"] == len(self.dataset.episode_bounds()):
+        short = short_episodes(learned, cfg.offline_window_steps)
+        episodes = len(learned.episode_bounds())
+        if short["episodes"] == episodes:
             raise DatasetError(f"dataset {cfg.dataset}: no episode has offline_window_steps "
                                f"({cfg.offline_window_steps}) steps")
-        obs, ag, action = episode_windows(self.dataset, cfg.offline_window_steps)
+        obs, ag, action = episode_windows(learned, cfg.offline_window_steps)
         self.replay = EpisodeReplay(len(obs), obs.shape[1] - 1, self.spec.obs_dim, self.spec.goal_dim,
                                     self.spec.action_dim)
         if self.replay.horizon < 2:
             raise DatasetError(f"dataset {cfg.dataset}: episodes of {obs.shape[1]} steps are too short (>= 3)")
+        say(f"{cfg.env_id}: learning from {len(obs)} windows of {obs.shape[1]} steps (offline_window_steps) "
+            f"cut from {episodes - short['episodes']} of {episodes} episodes; "
+            + (f"{short['episodes']} episodes ({short['steps']} steps) shorter than the window are left out"
+               if short["episodes"] else "none is left out"))
         # The trajectory's goal is where it ended; the last action has no next state and is dropped.
         self.replay.add(obs, ag, ag[:, -1], action[:, :-1])
         self.agent.o_norm.update(obs.reshape(-1, self.spec.obs_dim))
         self.agent.g_norm.update(ag.reshape(-1, self.spec.goal_dim))
-        self._init_run_state()
+        self._init_run_state(env_reward)
 
     def dataset_record(self) -> dict:
         meta = self.dataset.metadata
         return {"path": self.cfg.dataset, "sha256": meta["sha256"], "made_by": meta.get("made_by"),
                 "steps": int(len(self.dataset.terminals)), "episodes": len(self.dataset.episode_bounds()),
                 "replay_windows": int(self.replay.size), "window_steps": int(self.replay.horizon + 1),
-                "short_episodes_left_out": short_episodes(self.dataset, self.cfg.offline_window_steps)}
+                "short_episodes_left_out": short_episodes(self.learned, self.cfg.offline_window_steps),
+                **({} if self.held_out is None else {"held_out": self.held_out.record()})}
+
+    # ----- evaluation without an env: the held-out split -----
+    def _measure(self) -> dict[str, float]:
+        if self.held_out is None:
+            return super()._measure()
+        agent = self.agent
+        row = self.held_out.measure(agent, agent.landmarks() if agent.clusters_ready else None)
+        say(f"{self.cfg.env_id}: {self.progress_text()}: {held_out.describe(row)}")
+        return row
+
+    @property
+    def drawn_env_id(self) -> str:
+        return "" if self.held_out is not None else self.cfg.env_id
 
     # ----- the loop -----
     def train(self, show_progress: bool = True, until_updates: int | None = None,
@@ -169,7 +206,8 @@ class OfflineTrainer(Trainer):
         return path
 
     def _exportable_state(self, optimizers: bool) -> dict:
-        return {**super()._exportable_state(optimizers), "dataset": self.dataset_record()}
+        without_env = {} if self.held_out is None else {"spec": held_out.spec_record(self.spec)}
+        return {**super()._exportable_state(optimizers), "dataset": self.dataset_record(), **without_env}
 
     @classmethod
     def resume(cls, run_dir: Path, offline_updates: int | None = None, placement: dict | None = None) -> "OfflineTrainer":

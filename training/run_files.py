@@ -11,6 +11,7 @@ import torch
 from l3p.core.errors import L3PError
 from l3p.core.seeds import TRAINING_EVAL
 from l3p.sim.envs import evaluation_env_id
+from l3p.training.held_out import HELD_OUT_KEYS
 
 CHECKPOINT = "checkpoint.pt"
 REPLAY = "replay.npz"
@@ -24,16 +25,18 @@ class CheckpointError(L3PError):
 def run_provenance(command: str, config: dict, progress: dict, optimizer_steps: int) -> dict:
     """What a bundle records about the run it came from (live trainer or checkpoint alike)."""
     last = progress["history"][-1] if progress["history"] else {}
+    if config.get("offline_eval") == "held_out":  # no env: the recording's held-out split (training/held_out.py)
+        measured = {"held_out": {key: last[key] for key in HELD_OUT_KEYS if key in last}}
+    else:  # only measured cells: a run that ended before planning started has no l3p entry
+        measured = {"success": {
+            **{mode: last[f"success_{mode}"] for mode in ("policy", "l3p") if f"success_{mode}" in last},
+            "eval_env_id": evaluation_env_id(config["env_id"]), "eval_episodes": config["eval_episodes"],
+            "eval_seed_base": TRAINING_EVAL, "eval_pairs": config.get("eval_pairs", "random"),
+            **({"eval_min_cells": config.get("eval_min_cells")} if config.get("eval_pairs") == "far" else {}),
+            "eval_max_steps": config.get("eval_max_steps")}}
     return {"command": command, "config": config, "env_steps": progress["env_steps"],
             "episodes": last.get("episodes"), "optimizer_steps": optimizer_steps,
-            "wall_time_s": round(progress["wall_time_s"], 1), "seed": config["seed"],
-            # Only measured cells: a run that ended before planning started has no l3p entry.
-            "success": {**{mode: last[f"success_{mode}"] for mode in ("policy", "l3p") if f"success_{mode}" in last},
-                        "eval_env_id": evaluation_env_id(config["env_id"]),
-                        "eval_episodes": config["eval_episodes"], "eval_seed_base": TRAINING_EVAL,
-                        "eval_pairs": config.get("eval_pairs", "random"),
-                        **({"eval_min_cells": config.get("eval_min_cells")} if config.get("eval_pairs") == "far" else {}),
-                        "eval_max_steps": config.get("eval_max_steps")},
+            "wall_time_s": round(progress["wall_time_s"], 1), "seed": config["seed"], **measured,
             "machine": f"{platform.machine()} {os.cpu_count()} cpu, torch {torch.__version__}, "
                        f"{config['torch_threads']} thread(s)"}
 

@@ -43,8 +43,9 @@ from l3p.training.agent import L3PAgent
 from l3p.training.collector import (CollectRequest, Episodes, InlineCollector, ProcessCollector, WorkerPool,
                                     planned_actions)
 from l3p.training.config import PLACEMENT_KEYS, TrainConfig
+from l3p.training.held_out import HELD_OUT_KEYS
 from l3p.training.feedback import PROGRESS, CostEstimate, CycleEstimate, IntervalLog, evaluations, plot_run_curve
-from l3p.training.replay import EpisodeReplay, within_radius
+from l3p.training.replay import EpisodeReplay, RewardFn, within_radius
 from l3p.training.run_files import CHECKPOINT, REPLAY, CheckpointError, load_checkpoint, run_provenance, snapshot_path
 from l3p.training.tensorboard import ScalarLog
 
@@ -120,12 +121,13 @@ class Trainer:
         self.agent = L3PAgent(cfg, self.spec)
         self.replay = EpisodeReplay(cfg.buffer_episodes, self.spec.max_steps, self.spec.obs_dim,
                                     self.spec.goal_dim, self.spec.action_dim)
-        self._init_run_state()
+        self._init_run_state(self.env.compute_reward)
 
-    def _init_run_state(self) -> None:
-        """What the learner is paid and a fresh run's bookkeeping (after env, spec and agent exist)."""
+    def _init_run_state(self, env_reward: RewardFn) -> None:
+        """What the learner is paid (``env_reward``, 0 at the goal and -1 elsewhere, with the run's
+        goal_radius) and a fresh run's bookkeeping (after spec and agent exist)."""
         cfg = self.cfg
-        self.reward_fn = within_radius(self.env.compute_reward, cfg.goal_radius)  # what the learner is paid
+        self.reward_fn = within_radius(env_reward, cfg.goal_radius)
         if cfg.fall_is_failure and not self.spec.adapter.can_fall:
             raise ConfigError(f"fall_is_failure: {cfg.env_id} declares no torso that can fall "
                               f"(GoalEnvAdapter.torso_quat_index)")
@@ -373,8 +375,8 @@ class Trainer:
             metrics.clear()
             if self._interval is not None:
                 self._interval.forget()
-            bar.set_postfix({k.removeprefix("success_"): f"{v:.2f}" for k, v in row.items()
-                             if k.startswith("success_")})
+            bar.set_postfix({k.removeprefix("success_").removeprefix("held_out_"): f"{v:.2f}" for k, v in row.items()
+                             if k.startswith("success_") or k in HELD_OUT_KEYS})
         stopping = stop is not None and stop.is_set()
         if p.cycle % cfg.checkpoint_every_cycles == 0 or last or stopping:
             self.save_checkpoint()
@@ -384,21 +386,32 @@ class Trainer:
         p, agent = self.progress, self.agent
         t0 = time.perf_counter()
         row = {"cycle": p.cycle, "env_steps": p.env_steps, "episodes": self.replay.episodes_seen,
-               "optimizer_steps": agent.optimizer_steps, "wall_time_s": round(p.wall_time_s, 1),
-               "success_policy": evaluate(agent, self.eval_env, self.cfg.eval_episodes, "policy")}
-        if agent.clusters_ready:  # before planning starts there is no planner to measure: no cell
-            row["success_l3p"] = evaluate(agent, self.eval_env, self.cfg.eval_episodes, "l3p")
+               "optimizer_steps": agent.optimizer_steps, "wall_time_s": round(p.wall_time_s, 1), **self._measure()}
         row.update({k: float(np.mean(v)) for k, v in metrics.items()})
         if agent.clusters_ready:
             plot_landmarks(agent.landmarks(), self.replay.sample_goals(2000, np.random.default_rng(0)),
                            self.run_dir / "landmarks.png", f"{self.cfg.env_id}: landmarks at {self.progress_text()}",
-                           self.cfg.env_id, agent.value_fn, self.cfg.planner.d_max)
+                           self.drawn_env_id, agent.value_fn, self.cfg.planner.d_max)
         p.wall_time_s += time.perf_counter() - t0
         p.history.append(row)
         self._scalar_log().write(row)
         self.save_snapshot()
         self._write_logs()
         return row
+
+    def _measure(self) -> dict[str, float]:
+        """An evaluation's measured cells: success in the env's episodes, with the policy and, once
+        planning has started, the planner (before it there is no planner to measure: no cell)."""
+        agent, episodes = self.agent, self.cfg.eval_episodes
+        row = {"success_policy": evaluate(agent, self.eval_env, episodes, "policy")}
+        if agent.clusters_ready:
+            row["success_l3p"] = evaluate(agent, self.eval_env, episodes, "l3p")
+        return row
+
+    @property
+    def drawn_env_id(self) -> str:
+        """The env whose walls and obstacles pictures draw ("": none, only the goals)."""
+        return self.cfg.env_id
 
     def progress_text(self) -> str:
         """How far the run is: env steps, or optimizer steps for a run trained offline."""

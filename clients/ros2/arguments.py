@@ -32,6 +32,10 @@ def add_ros2_arguments(parser: argparse.ArgumentParser) -> None:
                      help="before the first episode, wait (up to --wait) until N subscribers hear the observation "
                           "topic, e.g. a recorder and the controller (as ros2 topic pub --wait-matching-subscriptions)")
     sim.add_argument("--log-received", action="store_true", help="keep every command received, with its time")
+    sim.add_argument("--goal-action", nargs="?", const="reach_goal", default="", metavar="NAME",
+                     help="send each goal as a ReachGoal action (a bridge with goal_action.enabled; NAME: "
+                          "goal_action.name, default reach_goal) and end the episode with its result; steps at "
+                          "--rate (default 50)")
     sim.add_argument("--start-at", type=float, default=None, metavar="UNIX_TIME",
                      help="begin the first episode at this time (to start several robots together)")
     sim.add_argument("--out", metavar="JSON", help="write the episodes (success, actions, latencies)")
@@ -53,3 +57,13 @@ def add_ros2_arguments(parser: argparse.ArgumentParser) -> None:
     record.add_argument("--stats", metavar="JSON", help="write the counts (steps, dropped, bad messages, RSS) on exit")
     record.add_argument("--ros-args", nargs=argparse.REMAINDER, default=[], metavar="ROS_ARGS",
                         help="the rest goes to ROS 2, e.g. --ros-args -r __ns:=/arm")
+    status = sub.add_parser("status", help="print a bridge's status (its status topic), without the ros2 CLI")
+    status.add_argument("namespace", metavar="NS", help="the robot's namespace, e.g. /arm ('/' for none)")
+    status.add_argument("--topic", default="status", help="the status topic under NS (topics.status)")
+    status.add_argument("--wait", type=float, default=10.0, metavar="S", help="longest wait for a status")
+    status.add_argument("--follow", action="store_true", help="print every status until Ctrl-C")
+    end = sub.add_parser("end", help="end the bridge's running episode (the robot is held until the next goal)")
+    end.add_argument("namespace", metavar="NS", help="the robot's namespace, e.g. /arm ('/' for none)")
+    end.add_argument("--topic", default="end_episode", help="the bridge's end topic under NS (topics.end_episode)")
+    end.add_argument("--status", default="status", help="its status topic under NS (topics.status)")
+    end.add_argument("--wait", type=float, default=10.0, metavar="S", help="longest wait for the bridge")

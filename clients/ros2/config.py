@@ -18,6 +18,8 @@ from l3p.core.names import parse_variant
 
 OBSERVATION_TYPES = ("array", "joint_state", "odometry")
 GOAL_TYPES = ("point", "pose", "array")
+COMMAND_TYPES = ("array", "twist", "joint_trajectory")
+TWIST_FIELDS = ("linear.x", "linear.y", "linear.z", "angular.x", "angular.y", "angular.z")
 JOINT_FIELDS = ("position", "velocity", "effort")
 ODOMETRY_FIELDS = ("position", "orientation", "linear", "angular")  # x,y,z | x,y,z,w | x,y,z | x,y,z
 RELIABILITY = ("reliable", "best_effort")
@@ -54,19 +56,49 @@ class GoalSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class CommandSpec:
+    """How an action becomes the command published on ``topics.action``.
+
+    ``array``: ``std_msgs/Float64MultiArray``, the action as is (ros2_control's
+    forward_command_controller; a hold is labelled ``hold``). ``twist``: ``geometry_msgs/Twist``
+    (a mobile base's ``cmd_vel``), the action's values into ``fields`` in order, the others 0.
+    ``joint_trajectory``: ``trajectory_msgs/JointTrajectory`` (joint_trajectory_controller), one
+    point: positions = the action for ``joints``, reached ``time_from_start_s`` after it is sent.
+    Only ``array`` labels a hold; with the others, the status topic and ``action_stamped`` tell a
+    hold from an action."""
+
+    type: str = "array"
+    fields: tuple[str, ...] = ("linear.x", "angular.z")
+    joints: tuple[str, ...] = ()
+    time_from_start_s: float = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class GoalActionSpec:
+    """Goals as the ROS 2 action ``l3p_interfaces/action/ReachGoal`` (`l3p.clients.ros2.goal_action`) in
+    place of the goal topic: a goal, feedback at each re-plan, a result; cancel; a new goal replaces
+    the running one. Needs ``achieved_goal_indices`` (whether a goal is reached)."""
+
+    enabled: bool = False  # serve the action; the goal topic is then not read
+    name: str = "reach_goal"  # the action's name, relative to each robot's namespace
+    tolerance: float = 0.05  # reached: the achieved goal within this distance of the goal (a goal's own wins)
+
+
+@dataclasses.dataclass(frozen=True)
 class Topics:
     """Topic names, relative to each robot's namespace (see ``BridgeConfig.robots``)."""
 
     observation: str = "observation"
     goal: str = "goal"
-    # ros2_control's forward_command_controller input (std_msgs/Float64MultiArray): every action and
-    # every hold, a hold labelled (convert.HOLD_LABEL)
+    # every action and every hold, of command.type (default: ros2_control's forward_command_controller
+    # input, std_msgs/Float64MultiArray, a hold labelled convert.HOLD_LABEL)
     action: str = "forward_command_controller/commands"
     # sensor_msgs/JointState: every action (never a hold), stamped with the observation it answers; "" = none
     action_stamped: str = "action_stamped"
     subgoal: str = "subgoal"
     status: str = "status"
     success: str = ""  # optional std_msgs/Bool the robot reports success on (recorded); "" = none
+    end_episode: str = "end_episode"  # std_msgs/Empty: end the running episode (l3p ros2 end NS); "" = none
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +123,8 @@ class BridgeConfig:
     seed: int = 0  # the robot's k-th episode (0-based) is planned with seed + k
     stream: bool = True  # one Control stream per episode (lower latency) or unary Act calls
     act_timeout_s: float = 0.5  # the longest wait for one action before the robot is held
+    # At start, how long to wait for a server not up yet (one started alongside); 0: try once.
+    connect_timeout_s: float = 30.0
     # -- the control loop
     rate_hz: float = 0.0  # 0: one action per observation; > 0: at most this rate, on the newest observation
     observation_timeout_s: float = 0.5  # no observation for this long: hold
@@ -98,11 +132,16 @@ class BridgeConfig:
     hold_values: tuple[float, ...] = ()  # hold == "values": the command to publish
     status_period_s: float = 1.0  # status heartbeat between steps
     frame_id: str = "world"  # the goal's frame (a goal stamped in another is refused) and the subgoal's
+    # A goal stamped further ahead of the bridge's clock is refused: the robot's clock is off, and every
+    # observation it stamps before that goal would be dropped as stale.
+    goal_ahead_tolerance_s: float = 1.0
     robots: tuple[str, ...] = ("",)  # one namespace per robot this process serves ("" = the node's own)
     topics: Topics = Topics()
     qos: Qos = Qos()
     observation: ObservationSpec = ObservationSpec()
     goal: GoalSpec = GoalSpec()
+    command: CommandSpec = CommandSpec()
+    goal_action: GoalActionSpec = GoalActionSpec()
     # -- recording (core/dataset.py's format); "" = off. Several robots: one file each, NAME-<robot>.npz
     record: str = ""
     achieved_goal_indices: tuple[int, ...] = ()  # where the achieved goal sits in the observation
@@ -134,6 +173,17 @@ def check(c: BridgeConfig) -> None:
         raise bad("observation.joints", "joint_state needs the joint names, in observation order")
     if c.goal.type not in GOAL_TYPES:
         raise bad("goal.type", f"one of {', '.join(GOAL_TYPES)}, got {c.goal.type!r}")
+    if c.command.type not in COMMAND_TYPES:
+        raise bad("command.type", f"one of {', '.join(COMMAND_TYPES)}, got {c.command.type!r}")
+    if c.command.type == "twist":
+        wrong = [f for f in c.command.fields if f not in TWIST_FIELDS]
+        if wrong or not c.command.fields or len(set(c.command.fields)) != len(c.command.fields):
+            raise bad("command.fields", f"for twist: distinct ones of {', '.join(TWIST_FIELDS)}, got "
+                      f"{list(c.command.fields)}")
+    if c.command.type == "joint_trajectory" and not c.command.joints:
+        raise bad("command.joints", "joint_trajectory needs the joint names, in action order")
+    if not c.command.time_from_start_s > 0:
+        raise bad("command.time_from_start_s", f"must be > 0, got {c.command.time_from_start_s}")
     if c.hold not in ("zeros", "none", "values"):
         raise bad("hold", f"zeros, none or values, got {c.hold!r}")
     if c.hold == "values" and not all(math.isfinite(v) for v in c.hold_values):
@@ -143,8 +193,12 @@ def check(c: BridgeConfig) -> None:
     for key in ("act_timeout_s", "observation_timeout_s", "status_period_s"):
         if not getattr(c, key) > 0:
             raise bad(key, f"must be > 0, got {getattr(c, key)}")
+    if not c.connect_timeout_s >= 0:
+        raise bad("connect_timeout_s", f"must be >= 0, got {c.connect_timeout_s}")
     if c.rate_hz < 0:
         raise bad("rate_hz", f"must be >= 0, got {c.rate_hz}")
+    if not c.goal_ahead_tolerance_s >= 0:
+        raise bad("goal_ahead_tolerance_s", f"must be >= 0, got {c.goal_ahead_tolerance_s}")
     if c.qos.reliability not in RELIABILITY:
         raise bad("qos.reliability", f"one of {', '.join(RELIABILITY)}, got {c.qos.reliability!r}")
     if c.qos.depth < 1:
@@ -153,6 +207,10 @@ def check(c: BridgeConfig) -> None:
         raise bad("robots", f"distinct namespaces, at least one; got {list(c.robots)}")
     if (c.tls_cert == "") != (c.tls_key == ""):
         raise bad("tls_cert", "a client certificate needs its key (tls_key), and a key its certificate")
+    if not (math.isfinite(c.goal_action.tolerance) and c.goal_action.tolerance > 0):
+        raise bad("goal_action.tolerance", f"must be > 0, got {c.goal_action.tolerance}")
+    if c.goal_action.enabled and not c.achieved_goal_indices:
+        raise bad("achieved_goal_indices", "the goal action needs where the achieved goal sits in the observation")
     if c.record and not c.achieved_goal_indices:
         raise bad("achieved_goal_indices", "recording needs where the achieved goal sits in the observation")
 

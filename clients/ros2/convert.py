@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PointStamped, PoseStamped
+from geometry_msgs.msg import PointStamped, PoseStamped, Twist
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from l3p.clients.ros2.config import GoalSpec, ObservationSpec
+from l3p.clients.ros2.config import CommandSpec, GoalSpec, ObservationSpec
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -40,6 +40,40 @@ def observation_message_type(spec: ObservationSpec) -> type:
 
 def goal_message_type(spec: GoalSpec) -> type:
     return {"point": PointStamped, "pose": PoseStamped, "array": Float64MultiArray}[spec.type]
+
+
+def command_message_type(spec: CommandSpec) -> type:
+    if spec.type == "twist":
+        return Twist
+    if spec.type == "joint_trajectory":
+        from trajectory_msgs.msg import JointTrajectory  # in the ros2 extra; only this type needs it
+
+        return JointTrajectory
+    return Float64MultiArray
+
+
+def type_name(cls: type) -> str:
+    """A message class's ROS name, as the graph lists it: ``geometry_msgs/msg/Twist``."""
+    return f"{cls.__module__.split('.')[0]}/msg/{cls.__name__}"
+
+
+def command_message(values: Any, spec: CommandSpec, label: str = "") -> Any:
+    """The command for the action ``values``, of the spec's type (``label``: an array's, for a hold)."""
+    if spec.type == "array":
+        return array_message(values, label)
+    data = np.asarray(values, dtype=np.float64).ravel().tolist()
+    if spec.type == "twist":
+        msg = Twist()
+        for name, value in zip(spec.fields, data):
+            part, _, axis = name.partition(".")
+            setattr(getattr(msg, part), axis, value)
+        return msg
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    whole, frac = divmod(spec.time_from_start_s, 1.0)
+    point = JointTrajectoryPoint(positions=data)
+    point.time_from_start.sec, point.time_from_start.nanosec = int(whole), int(round(frac * 1e9))
+    return JointTrajectory(joint_names=list(spec.joints), points=[point])
 
 
 def _select(vec: np.ndarray, indices: tuple[int, ...], what: str) -> np.ndarray:
@@ -105,6 +139,11 @@ def goal_vector(msg: Any, spec: GoalSpec, dim: int) -> np.ndarray:
     return _checked(_select(vec, spec.indices, "goal"), dim, "goal")
 
 
+def goal_values(values: Any, dim: int) -> np.ndarray:
+    """A goal given as its values (a ReachGoal action's goal), checked as a goal message is."""
+    return _checked(np.asarray(values, dtype=np.float64), dim, "goal")
+
+
 def check_goal_frame(msg: Any, frame_id: str) -> None:
     """A goal stamped in another frame than the bridge's ``frame_id`` is refused (no frame: the bridge's)."""
     header = getattr(msg, "header", None)
@@ -122,6 +161,21 @@ def header_stamp(msg: Any) -> Any:
 def stamp_ns(stamp: Any) -> int:
     """A ``builtin_interfaces/Time`` in nanoseconds; 0 for None or a zero stamp (not stamped)."""
     return 0 if stamp is None else stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def seconds(ns: int) -> str:
+    """A stamp in nanoseconds as seconds, to the nanosecond (``1712345678.000000042``)."""
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+def goal_ahead_problem(stamp: int, now: int, tolerance_s: float) -> str:
+    """Why a goal stamped ``stamp`` is refused at ``now`` (ns, the bridge's clock), or "": every
+    observation stamped before it would be dropped as stale."""
+    if stamp - now <= tolerance_s * 1e9:
+        return ""
+    return (f"bad goal: stamped {(stamp - now) / 1e9:.3f} s ahead of the bridge's clock (goal {seconds(stamp)}, "
+            f"bridge {seconds(now)}), more than goal_ahead_tolerance_s {tolerance_s:g}: refused; is the robot's "
+            "clock synchronized with the bridge's?")
 
 
 def array_message(values: Any, label: str = "") -> Float64MultiArray:

@@ -6,10 +6,10 @@ import rosbag2`` turns into the same dataset with the same mapping).
 The topics and how their messages become vectors come from a mapping file (`l3p.datasets.mapping`,
 format rosbag2): the same file imports a ``ros2 bag record`` of the same topics, and each part may
 name its message ``type`` (default ``std_msgs/msg/Float64MultiArray``; ``geometry_msgs/msg/PointStamped``
-for a desired goal). Steps follow the bag import's time alignment, on receive times
-(`l3p.datasets.align.LiveAligner`): one step per command, paired with the newest observation within
-``max_skew_s``; an episode ends where a step was dropped, commands pause for ``max_gap_s``, and as the
-mapping's ``episodes.split`` says: where the goal changes, at a message of an end topic, or at a call of
+for a desired goal). Steps follow the bag import's time alignment, on publish times (rmw's source
+stamps, else receive stamps; `l3p.datasets.align.LiveAligner`): one step per command, paired with the
+newest observation within ``max_skew_s``; an episode ends where a step was dropped, commands pause
+for ``max_gap_s``, and as the mapping's ``episodes.split`` says: where the goal changes, at a message of an end topic, or at a call of
 the recorder's ``std_srvs/srv/Trigger`` service. What happens to the messages: `recording.Recording`.
 """
 from __future__ import annotations
@@ -24,9 +24,11 @@ from typing import Any
 from l3p.clients.ros2.recording import DEFAULT_TYPE, Recording, bag_series
 from l3p.core.errors import L3PError
 from l3p.datasets.mapping import load_mapping
+from l3p.datasets.sizes import size_problems
 from l3p.datasets.writer import EpisodeWriter
 
 FORMATS = ("npz", "mcap")
+PROGRESS_EVERY_S = 5.0  # the running count's period
 
 
 def message_class(name: str) -> type:
@@ -57,9 +59,26 @@ def _tell_publishers(subscriptions: list, heard: dict[str, int]) -> None:
             print(f"l3p ros2 record: hearing {s.topic_name} from {count} publisher(s)", flush=True)
 
 
+def _take_waiting(subscriptions: list) -> bool:
+    """Every message waiting on the subscriptions, taken now and handed to its callback, topic by
+    topic; whether there was any. Emptiness is checked by taking: a held-up recorder that trusted an
+    executor's empty spin still paired commands with the wrong observations."""
+    took = False
+    for s in subscriptions:
+        with s.handle:
+            while (taken := s.handle.take_message(s.msg_type, s.raw)) is not None:
+                s.callback(*taken)
+                took = True
+    return took
+
+
 def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_steps: int, duration_s: float | None,
                qos: str, stats_path: str | None, ros_args: list[str], format: str = "npz") -> int:
     mapping = load_mapping(mapping_path, "rosbag2")
+    problems = size_problems(mapping)  # before hours of recording that its import would refuse
+    if problems:
+        raise L3PError(f"{mapping.where()}: " + "; ".join(problems) + " (l3p dataset check MAPPING --env-id ENV "
+                       "compares it with the env)")
     if format not in FORMATS:
         raise L3PError(f"--format: one of {', '.join(FORMATS)}, got {format!r}")
     service = mapping.episodes.split == "service"
@@ -88,14 +107,21 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     profile = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT if qos == "best_effort"
                          else ReliabilityPolicy.RELIABLE)
     raw = format == "mcap"  # a bag keeps the bytes as received; the mapping reads them decoded
+    # When every subscription's queue was last found empty: all sent before then has been taken, so
+    # only that much is released to the aligner. A recorder held up (a slow write, a loaded machine)
+    # takes its backlog in the executor's order, topic by topic, not in the order it was sent.
+    drained = [time.time_ns()]
 
     def callback(topic: str, kind: str, uses: list) -> Any:
         def on_message(msg: Any, info: Any) -> None:
-            now = time.time_ns()  # rmw's receive stamps are system time; 0 where an rmw has none
+            now = time.time_ns()  # rmw's stamps are system time; 0 where an rmw has none
             data = msg if raw else None
             if raw:
                 msg = deserialize_message(msg, classes[topic])
-            recording.message(topic, kind, uses, msg, info.get("received_timestamp") or now, now, data)
+            # The publisher's stamp: a lockstep robot's observation is sent before the command that
+            # answers it, but on a loaded machine the command can be received first.
+            stamp = info.get("source_timestamp") or info.get("received_timestamp") or now
+            recording.message(topic, kind, uses, msg, stamp, drained[0], data)
         return on_message
 
     subscriptions = [node.create_subscription(classes[topic], topic, callback(topic, kind, uses), profile, raw=raw)
@@ -105,8 +131,7 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
         empty = serialize_message(Empty())
 
         def on_call(_request: Any, response: Any) -> Any:
-            now = time.time_ns()
-            recording.end_episode(now, empty if raw else None, now)
+            recording.end_episode(time.time_ns(), empty if raw else None, drained[0])
             calls[0] += 1
             response.success, response.message = True, f"episode end {calls[0]} recorded"
             return response
@@ -123,17 +148,24 @@ def run_record(mapping_path: str, out: str, *, rotate_steps: int, max_episode_st
     print(f"l3p ros2 record: READY recording {', '.join(node.resolve_topic_name(t) for t in topics)} to {out}"
           f"{extra}", flush=True)
     deadline = None if duration_s is None else time.monotonic() + duration_s
-    heard, told = {s.topic_name: 0 for s in subscriptions}, 0.0
+    heard, told, counted = {s.topic_name: 0 for s in subscriptions}, 0.0, time.monotonic()
     try:
         while deadline is None or time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
-            recording.release(time.time_ns())
+            checked = time.time_ns()
+            if not _take_waiting(subscriptions):
+                drained[0] = checked
+                recording.release(checked)
+                executor.spin_once(timeout_sec=0.1)
             if time.monotonic() - told > 0.2:
                 _tell_publishers(subscriptions, heard)
                 told = time.monotonic()
+            if time.monotonic() - counted >= PROGRESS_EVERY_S:
+                print(f"l3p ros2 record: {recording.progress()}", flush=True)
+                counted = time.monotonic()
     except KeyboardInterrupt:
         pass
     finally:
+        _take_waiting(subscriptions)  # what a held-up recorder had not taken yet
         result = recording.close()
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()

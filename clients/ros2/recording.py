@@ -1,5 +1,5 @@
 """What ``l3p ros2 record`` does with the messages it receives, apart from ROS: each is read through the
-mapping (`l3p.datasets.messages`), held ``REORDER_NS`` and passed on in receive order to the live
+mapping (`l3p.datasets.messages`), held ``REORDER_NS`` and passed on in stamp order to the live
 alignment (`l3p.datasets.align.LiveAligner`), whose steps go to the dataset writer
 (`l3p.datasets.writer.EpisodeWriter`, ``.npz``), or, with a bag series (`l3p.datasets.bag_writer.BagSeries`,
 MCAP), the messages themselves go to the bags, which rotate where a step starts an episode.
@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from l3p.core.errors import L3PError
-from l3p.datasets.align import LiveAligner
+from l3p.datasets.align import NO_GOAL, NO_OBSERVATION, SUPERSEDED, LiveAligner
 from l3p.datasets.bag_writer import BagSeries
 from l3p.datasets.mapping import Mapping, Part
 from l3p.datasets.messages import BadMessage, ends_episode, message_vector, part_fields
 from l3p.datasets.writer import EpisodeWriter
 
 # An executor serves ready subscriptions in its own order, not in the order messages arrived: each
-# message waits this long, then all go to the aligner sorted by their receive time (rmw's stamp).
+# message waits this long, then all go to the aligner sorted by their stamps (rmw's, record.py).
 REORDER_NS = 200_000_000
 DEFAULT_TYPE = "std_msgs/msg/Float64MultiArray"
 GOAL_TYPE = "geometry_msgs/msg/PointStamped"
@@ -191,6 +191,14 @@ class Recording:
             self.counts["steps"] += self.episode_steps
         self.counts["short_episodes_left_out"] += int(self.episode_steps == 1)
         self.episode_steps = 0
+
+    def progress(self) -> str:
+        """The running count, as a line: steps, episodes, dropped (and why), superseded."""
+        episodes = self.counts["episodes"] if self.bags is not None else self.writer.counts["episodes"]
+        d = self.aligner.dropped
+        return (f"{self.steps} steps, {episodes} episodes finished, dropped {d[NO_OBSERVATION]} (no observation "
+                f"within max_skew_s) + {d[NO_GOAL]} (no goal yet), superseded {d[SUPERSEDED]}, bad messages "
+                f"{sum(self.bad.values())}")
 
     def close(self) -> dict[str, Any]:
         self.release(None)

@@ -3,13 +3,11 @@ actions (see `l3p.clients.ros2.bridge` for what a robot sees)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
 import threading
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -18,32 +16,34 @@ from geometry_msgs.msg import PointStamped
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64MultiArray
+from std_msgs.msg import Bool, Empty
 
 from l3p.clients.client import InvalidArgument, ModelInfo, PlannerClient, PlannerError
 from l3p.clients.errors import LOST
+from l3p.clients.ros2.action_type import FAILED
 from l3p.clients.ros2.config import BridgeConfig
 from l3p.clients.ros2.convert import (
     HOLD_LABEL,
     BadMessage,
-    array_message,
-    check_goal_frame,
-    goal_message_type,
-    goal_vector,
+    command_message,
+    command_message_type,
     header_stamp,
     observation_message_type,
     observation_vector,
     point_message,
     stamp_ns,
     stamped_action_message,
+    type_name,
 )
+from l3p.clients.ros2.diagnostics import END_DONE, END_NOTHING, Console, Stats, wrong_command_type
+from l3p.clients.ros2.goal_action import GoalAction
+from l3p.clients.ros2.goal_topic import GoalTopic
 from l3p.clients.ros2.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 RETRY_START_S = 0.5  # between tries to start an episode while the server is unreachable
-TIMED_STEPS = 100_000  # per robot, the steps whose latencies the stats keep
 
 
 def topic(namespace: str, name: str) -> str:
@@ -57,34 +57,6 @@ def qos_profile(config: BridgeConfig) -> QoSProfile:
     reliability = (ReliabilityPolicy.RELIABLE if config.qos.reliability == "reliable"
                    else ReliabilityPolicy.BEST_EFFORT)
     return QoSProfile(depth=config.qos.depth, reliability=reliability)
-
-
-@dataclasses.dataclass
-class Stats:
-    """What a robot's loop counted (written with ``--stats``)."""
-
-    episodes: int = 0
-    actions: int = 0
-    holds: int = 0
-    resumes: int = 0
-    bad_messages: int = 0
-    stale_observations: int = 0  # stamped before the running episode's goal: dropped
-    # The newest steps' times (bounded: a bridge runs for weeks): the gRPC round trips, and the
-    # observation's callback -> the action published.
-    step_latencies_s: deque[float] = dataclasses.field(default_factory=lambda: deque(maxlen=TIMED_STEPS))
-    in_bridge_s: deque[float] = dataclasses.field(default_factory=lambda: deque(maxlen=TIMED_STEPS))
-
-    def to_dict(self) -> dict[str, Any]:
-        def ms(values: deque[float]) -> dict[str, Any]:
-            a = np.asarray(values) * 1e3
-            return {"p50": float(np.percentile(a, 50)) if a.size else None,
-                    "p99": float(np.percentile(a, 99)) if a.size else None, "n": int(a.size)}
-
-        return {"episodes": self.episodes, "actions": self.actions, "holds": self.holds,
-                "resumes": self.resumes, "bad_messages": self.bad_messages,
-                "stale_observations": self.stale_observations,
-                "grpc_step_ms": ms(self.step_latencies_s), "in_bridge_ms": ms(self.in_bridge_s),
-                "grpc_step_s": list(self.step_latencies_s)}
 
 
 class RobotLoop:
@@ -104,19 +76,29 @@ class RobotLoop:
         self.low, self.high = info.action_low.astype(np.float64), info.action_high.astype(np.float64)
         qos = qos_profile(config)
         t = config.topics
-        self.pub_action = node.create_publisher(Float64MultiArray, topic(namespace, t.action), qos)
+        command_type = command_message_type(config.command)
+        self.command_type = type_name(command_type)
+        self.pub_action = node.create_publisher(command_type, topic(namespace, t.action), qos)
         self.pub_stamped = (node.create_publisher(JointState, topic(namespace, t.action_stamped), qos)
                             if t.action_stamped else None)
         self.pub_subgoal = node.create_publisher(PointStamped, topic(namespace, t.subgoal), qos)
         self.pub_status = node.create_publisher(DiagnosticStatus, topic(namespace, t.status), qos)
         # The goal's subscription first: the executor takes ready messages in subscription order, so
         # a goal and the observation published right after it are taken in that order.
-        node.create_subscription(goal_message_type(config.goal), topic(namespace, t.goal), self._on_goal, qos)
+        self.goal_action = (GoalAction(self, topic(namespace, config.goal_action.name))
+                            if config.goal_action.enabled else None)  # the action in place of the goal topic
+        if self.goal_action is None:
+            GoalTopic(self, topic(namespace, t.goal), qos)
         # Depth 1: only the newest observation is ever answered.
         node.create_subscription(observation_message_type(config.observation), topic(namespace, t.observation),
                                  self._on_observation, QoSProfile(depth=1, reliability=qos.reliability))
         if t.success:
             node.create_subscription(Bool, topic(namespace, t.success), self._on_success, qos)
+        if t.end_episode:
+            node.create_subscription(Empty, topic(namespace, t.end_episode), self._on_end_episode, qos)
+        self.console = Console(node.get_logger(), namespace or "robot")
+        self._wrong_type = ""  # the action topic has another type than the command's: nothing is published
+        self._checked_at = -math.inf  # when the action topic's types were last looked at
         self.stats = Stats()
         self._stop = False
         self._wake = node.create_guard_condition(lambda: None)  # stop() interrupts the spin
@@ -156,23 +138,15 @@ class RobotLoop:
         if ns and ns < self._goal_stamp:
             # Made before the goal was given: the state of the previous goal's episode.
             self.stats.stale_observations += 1
-            self.publish_status(level=WARN, message=f"observation stamped {(self._goal_stamp - ns) / 1e9:.3f} s "
-                                                    "before the goal: dropped")
+            message = f"observation stamped {(self._goal_stamp - ns) / 1e9:.3f} s before the goal: dropped"
+            self.publish_status(level=WARN, message=message)
+            self._tell(WARN, message)
             return
         self._obs, self._obs_stamp, self._obs_time = vec, stamp, time.monotonic()
         self._obs_seq += 1
 
-    def _on_goal(self, msg: Any) -> None:
-        try:
-            vec = goal_vector(msg, self.config.goal, self.info.goal_dim)
-            check_goal_frame(msg, self.config.frame_id)
-        except BadMessage as err:
-            self._bad(f"bad goal: {err}")
-            return
-        stamp = stamp_ns(header_stamp(msg))
-        if (self._goal is not None and stamp <= self._goal_stamp
-                and np.array_equal(vec.astype(np.float32), self._goal.astype(np.float32))):
-            return  # the same goal re-sent (same stamp, or none): the episode goes on
+    def _set_goal(self, vec: np.ndarray, stamp: int) -> None:
+        """A new goal (from the topic or the action): the loop starts its episode next."""
         self._goal, self._goal_stamp, self._new_goal = vec, stamp, True
         self._goal_text = json.dumps(vec.astype(np.float32).tolist())
         if self._obs_seq > self._acted_seq and 0 < stamp_ns(self._obs_stamp) < stamp:
@@ -183,9 +157,37 @@ class RobotLoop:
     def _on_success(self, msg: Any) -> None:
         self._success = bool(msg.data)
 
+    def _on_end_episode(self, _msg: Any) -> None:
+        """A message on ``topics.end_episode``: the running episode ends, the robot is held, and the
+        bridge waits for a goal (the same goal sent again starts a new episode). The status says which."""
+        if self._goal is None:
+            self.publish_status(message=END_NOTHING)
+            return
+        if self.goal_action is not None:  # its result first; the status then says END_DONE
+            self.goal_action.finish(FAILED, "ended on the end_episode topic", hold=False)
+        self._end_goal("waiting_for_goal", f"episode {self.episode_index} {END_DONE}", OK)
+
+    def _end_goal(self, state: str, message: str, level: int) -> None:
+        """The goal is given up (ended on request, or its action ended): its episode ends, the robot is
+        held (``state``, ``message`` on the status topic), and the bridge waits for a goal."""
+        self._goal, self._new_goal, self._goal_text = None, False, "null"
+        self._retry_start_at = math.inf
+        self._end_episode()
+        self._hold(state, message, level=level)
+
     def _bad(self, message: str) -> None:
         self.stats.bad_messages += 1
         self.publish_status(level=ERROR, message=message)
+        self._tell(ERROR, message)
+
+    def _tell(self, level: int, message: str) -> None:
+        self.console.tell(level == ERROR, message)
+
+    def _check_command_topic(self) -> None:
+        self._wrong_type = wrong_command_type(self.node, self.pub_action.topic_name, self.command_type)
+        if self._wrong_type:
+            self._set("wrong_command_type", ERROR, self._wrong_type)
+            self._tell(ERROR, self._wrong_type)
 
     # -- the loop thread
 
@@ -210,6 +212,8 @@ class RobotLoop:
                 wake = min(wake, max(self._obs_time, self._watch_from) + c.observation_timeout_s)
             if self.episode is None and self._goal is not None:
                 wake = min(wake, self._retry_start_at)
+            if self.goal_action is not None:
+                wake = min(wake, self.goal_action.deadline)
             if wake <= now:
                 break
             self.executor.spin_once(timeout_sec=wake - now)
@@ -237,6 +241,8 @@ class RobotLoop:
             now = time.monotonic()
             if new_goal or (self.episode is None and self._goal is not None and self._retry_start_at <= now):
                 self._start_episode(new=new_goal)
+            if self.goal_action is not None:
+                self.goal_action.check(obs, seq > self._acted_seq, now)
             if self.episode is None:
                 self._heartbeat()
                 continue
@@ -249,8 +255,8 @@ class RobotLoop:
                         # The rate: act next tick, on the newest observation by then.
                         while (left := next_tick - time.monotonic()) > 0 and not (self._stop or self._new_goal):
                             self.executor.spin_once(timeout_sec=left)
-                        if self._new_goal:
-                            continue  # the new goal's episode answers the newest observation
+                        if self._new_goal or self.episode is None:
+                            continue  # a new goal's episode answers the newest observation; an ended one none
                         obs, stamp, obs_time = self._obs, self._obs_stamp, self._obs_time
                         self._acted_seq = self._obs_seq
                     self._act(obs, stamp, obs_time)
@@ -281,7 +287,10 @@ class RobotLoop:
             self.episode = None
             self._retry_start_at = math.inf
             self.stats.bad_messages += 1
-            self._hold("bad_goal", f"the server refused the goal: {err.message}", level=ERROR)
+            if self.goal_action is not None:
+                self.goal_action.fail(f"the server refused the goal: {err.message}")
+            else:
+                self._hold("bad_goal", f"the server refused the goal: {err.message}", level=ERROR)
             return
         except PlannerError as err:
             self.episode = None
@@ -294,6 +303,7 @@ class RobotLoop:
             self.stats.resumes += 1
         self._server_ok = True
         self._set("ready", OK, "episode started; waiting for an observation")
+        self._check_command_topic()
         self.publish_status(force=True)
 
     def _end_episode(self) -> None:
@@ -328,7 +338,11 @@ class RobotLoop:
             self._hold("bad_action", f"the server answered an unusable action {action.tolist()}", level=ERROR)
             return
         action = np.clip(action, self.low, self.high)
-        self.pub_action.publish(array_message(action))
+        if self._wrong_type:
+            self._set("wrong_command_type", ERROR, self._wrong_type)
+            self.publish_status(force=True)
+            return
+        self.pub_action.publish(command_message(action, self.config.command))
         self.stats.in_bridge_s.append(time.monotonic() - taken_at)
         # Built only for a subscriber: most robots read the action topic alone, and a step's time counts.
         if self.pub_stamped is not None and self.pub_stamped.get_subscription_count():
@@ -344,6 +358,8 @@ class RobotLoop:
         if self.recorder is not None:
             self.recorder.add(obs, action, self._goal, step, self._success)
         self.step_count += 1
+        if self.goal_action is not None:
+            self.goal_action.stepped(obs, step)
         self._set("acting", OK, "resumed after the server was lost" if step.resumed else "acting")
         self.publish_status(force=True)
 
@@ -360,24 +376,30 @@ class RobotLoop:
             return None
         values = (np.zeros(self.info.action_dim) if self.config.hold == "zeros"
                   else np.asarray(self.config.hold_values, dtype=np.float64))
-        return array_message(np.clip(values, self.low, self.high), label=HOLD_LABEL)
+        return command_message(np.clip(values, self.low, self.high), self.config.command, label=HOLD_LABEL)
 
     def _hold(self, state: str, message: str, level: int = WARN) -> None:
         """Publish the hold command (once until the next action) and say why on the status topic."""
         if not self._held:
             msg = self.hold_message()
-            if msg is not None:
+            if msg is not None and not self._wrong_type:
                 self.pub_action.publish(msg)
             self._held = True
             self.stats.holds += 1
         self._set(state, level, message)
         self.publish_status(force=True)
+        if level != OK:
+            self._tell(level, message)
 
     def _set(self, state: str, level: int, message: str) -> None:
         self._state, self._level, self._message = state, level, message
 
     def _heartbeat(self) -> None:
-        if time.monotonic() - self._last_status >= self.config.status_period_s:
+        now = time.monotonic()
+        if now - self._checked_at >= self.config.status_period_s:  # the graph, as often as the status
+            self._checked_at = now
+            self._check_command_topic()
+        if now - self._last_status >= self.config.status_period_s:
             self.publish_status()
 
     def publish_status(self, *, force: bool = True, level: int | None = None, message: str | None = None) -> None:
@@ -411,9 +433,11 @@ class RobotLoop:
 
     def _shutdown(self) -> None:
         """End the session, publish the hold once, say so (WARN: nothing drives the robot now)."""
+        if self.goal_action is not None:
+            self.goal_action.shutdown()
         self._end_episode()
         msg = self.hold_message()
-        if msg is not None:
+        if msg is not None and not self._wrong_type:
             self.pub_action.publish(msg)
         self._held = True
         self._set("stopped", WARN, "bridge stopped; hold published")

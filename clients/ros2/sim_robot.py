@@ -12,6 +12,12 @@ re-sent as the same message, until the bridge's status shows an episode pursuing
 ``goal_stamp``; for an unstamped ``array`` goal, its values); only then the first observation, so
 no observation of this episode can be answered by the previous one's session.
 
+With ``goal_action`` (a bridge with ``goal_action.enabled``) the goal goes as a ReachGoal action
+instead (a real rclpy ActionClient): the first observation follows its acceptance, the goal's step
+limit is the env's, and the episode ends with the action's result (the env's last observation is
+published for the bridge to decide on); feedback and result are kept per episode. It steps at
+``rate_hz`` (no lockstep: the bridge holds, and answers nothing, once a goal has ended).
+
 - ``lockstep``: the env steps only when the answer to its last observation arrives, which makes runs
   comparable step for step with the gRPC runner. What arrived before the observation was published
   answers none of it (a hold the bridge sent while the env stepped) and is dropped; a hold after it
@@ -39,6 +45,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool, Float64MultiArray
 
+from l3p.clients.ros2.action_type import OUTCOMES
 from l3p.clients.ros2.config import Topics
 from l3p.clients.ros2.convert import array_message, header_stamp, point_message, stamp_ns
 from l3p.clients.runner import episode_plan, open_env
@@ -73,6 +80,7 @@ class SimConfig:
     wait_subscribers: int = 0  # subscribers of the observation topic to wait for before the first episode
     log_received: bool = False  # keep every command received, with its time (fault tests)
     start_at: float | None = None  # UNIX time of the first episode (several robots started together)
+    goal_action: str = ""  # send each goal as a ReachGoal action of this name (relative); "": on the goal topic
 
 
 @dataclasses.dataclass
@@ -88,6 +96,9 @@ class SimEpisode:
     pair: Any = None
     received: list[tuple[float, list[float]]] = dataclasses.field(default_factory=list)
     reached_at: int | None = None  # the first step after which the env said success (success: the last step's word)
+    # with goal_action: the result (its outcome's name, message, final distance, steps) and the feedback
+    result: dict[str, Any] | None = None
+    feedback: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 class SimRobot:
@@ -109,6 +120,16 @@ class SimRobot:
         self.node.create_subscription(DiagnosticStatus, t.status, self._on_status, qos)
         self._status: dict[str, str] = {}
         self._status_cv = threading.Condition()
+        self.action_client = None
+        if config.goal_action:
+            if config.lockstep:  # once a goal has ended the bridge answers nothing: a lockstep env would wait
+                raise ValueError("goal_action steps at rate_hz: lockstep must be off")
+            from rclpy.action import ActionClient
+
+            from l3p.clients.ros2.action_type import reach_goal_type
+
+            self.reach_goal = reach_goal_type()
+            self.action_client = ActionClient(self.node, self.reach_goal, config.goal_action)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
         self._spin = threading.Thread(target=self.executor.spin, daemon=True)
@@ -157,6 +178,25 @@ class SimRobot:
                 self.pub_goal.publish(msg)
                 self._status_cv.wait(0.2)
 
+    def _send_goal(self, goal: np.ndarray, max_steps: int, ep: SimEpisode) -> Any:
+        """The goal as a ReachGoal action, once accepted; the future of its result."""
+        if not self.action_client.wait_for_server(timeout_sec=self.c.wait_s):
+            raise BridgeSilent(f"no {self.c.goal_action} action server within {self.c.wait_s:g} s")
+        msg = self.reach_goal.Goal(goal=goal.tolist(), max_steps=max_steps)
+        msg.header.frame_id = self.c.frame_id
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+
+        def feedback(m: Any) -> None:
+            f = m.feedback
+            ep.feedback.append({"steps": f.steps, "subgoal_index": f.subgoal_index,
+                                "estimated_steps": f.estimated_steps, "distance": f.distance})
+
+        handle = _wait(self.action_client.send_goal_async(msg, feedback_callback=feedback), self.c.wait_s,
+                       "the goal's acceptance")
+        if not handle.accepted:
+            raise BridgeSilent(f"the bridge rejected goal {goal.astype(np.float32).tolist()} (see its status)")
+        return handle.get_result_async()
+
     def _drain(self) -> list[tuple[float, np.ndarray]]:
         out = []
         while True:
@@ -175,8 +215,12 @@ class SimRobot:
         c, env = self.c, self.env
         obs, info = env.reset(seed=seed, options=mazes.reset_options(pair) if pair else None)
         goal = np.asarray(obs["desired_goal"], dtype=np.float64)
-        self._wait_for_bridge(goal)
         ep = SimEpisode(index, seed, False, float("nan"), 0, [], [], pair=pair)
+        result = None
+        if self.action_client is not None:
+            result = self._send_goal(goal, self.env.spec.max_episode_steps or 0, ep)
+        else:
+            self._wait_for_bridge(goal)
         command = np.zeros(env.action_space.shape, dtype=np.float64)
         period = 1.0 / c.rate_hz
         next_tick = time.perf_counter()
@@ -216,8 +260,17 @@ class SimRobot:
             if succeeded and ep.reached_at is None:
                 ep.reached_at = ep.steps
             self.pub_success.publish(Bool(data=succeeded))
-            if terminated or truncated:
+            if result is not None and result.done():
                 break
+            if terminated or truncated:
+                if result is not None:  # the bridge decides on the last observation
+                    self._publish_obs(obs)
+                    _wait(result, c.wait_s, "the goal's result")
+                break
+        if result is not None:
+            r = result.result().result
+            ep.result = {"outcome": OUTCOMES[r.outcome], "message": r.message, "final_distance": r.final_distance,
+                         "steps": r.steps}
         ep.success = succeeded
         ep.final_distance = float(np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"]))
         return ep
@@ -239,6 +292,16 @@ class SimRobot:
         return [self.run_episode(i, seed, pair) for i, (seed, pair) in enumerate(plan)]
 
 
+def _wait(future: Any, timeout_s: float, what: str) -> Any:
+    """The result of an rclpy future that the node's executor thread completes."""
+    deadline = time.monotonic() + timeout_s
+    while not future.done():
+        if time.monotonic() > deadline:
+            raise BridgeSilent(f"no answer for {what} within {timeout_s:g} s")
+        time.sleep(0.002)
+    return future.result()
+
+
 def summary(episodes: list[SimEpisode], config: SimConfig) -> dict[str, Any]:
     rtt = np.array([t for e in episodes for t in e.rtt_s]) * 1e3
     return {
@@ -252,4 +315,5 @@ def summary(episodes: list[SimEpisode], config: SimConfig) -> dict[str, Any]:
         "rtt_ms": {"p50": float(np.percentile(rtt, 50)) if rtt.size else None,
                    "p99": float(np.percentile(rtt, 99)) if rtt.size else None, "n": int(rtt.size)},
         "missed": int(sum(e.missed for e in episodes)),
+        "reached_by_action": int(sum(bool(e.result) and e.result["outcome"] == "reached" for e in episodes)),
     }
