@@ -16,6 +16,9 @@ import pytest
 
 from ros2_harness import netns_unavailable, run_scenario
 
+# Its scenario restarts a server within time limits: scripts/test runs it alone, after the rest.
+pytestmark = pytest.mark.serial
+
 ROOT = Path(__file__).resolve().parents[1]
 INTERFACES = ROOT / "clients" / "ros2" / "interfaces"
 REASON = netns_unavailable()
