@@ -297,6 +297,11 @@ def _render(model_dir: Path) -> str:
         out += results_table(overall(report), planner) + tasks_table(report)
         out += ["", "```bash", eval_command(name, report, manifest).splitlines()[1], "```", ""]
     out += training_seeds(model_dir, manifest, main)
+    return _ending(out, model_dir, manifest, sections)
+
+
+def _ending(out: list[str], model_dir: Path, manifest: dict, sections: str) -> str:
+    """Every card's last sections: the served planner, training, pictures and files, the notes."""
     out += ["## Served planner", ""] + served(manifest) + [""]
     out += ["## Training", ""] + training(manifest) + [""]
     out += _pictures_and_files(model_dir)
@@ -325,12 +330,7 @@ def _render_recording(model_dir: Path, name: str, manifest: dict) -> str:
             f"saw ({split.get('pairs', '?')} pairs of a state and an achieved goal at most {split.get('max_offset', '?')} "
             "recorded steps later), in place of episodes:", ""]
     out += table(["measure", "value", "what"], rows, ["l", "r", "l"]) + [""]
-    out += ["## Served planner", ""] + served(manifest) + [""]
-    out += ["## Training", ""] + training(manifest) + [""]
-    out += _pictures_and_files(model_dir)
-    if sections:
-        out += [sections, ""]
-    return "\n".join(out)
+    return _ending(out, model_dir, manifest, sections)
 
 
 def _pictures_and_files(model_dir: Path) -> list[str]:
