@@ -56,7 +56,10 @@ def _resume_or_raise(episode: Episode | StreamEpisode, lost: PlannerError, messa
     open a new session (same goal and options) for the step to be retried on."""
     if not (episode.resume and lost.code in LOST):
         raise lost
-    log.warning(message, episode.session_id, lost)
+    episode.lost_in_a_row += 1
+    n = episode.lost_in_a_row
+    if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th ... in a row: a server down for long does not flood the log
+        log.warning(message + " (%d in a row)", episode.session_id, lost, n)
     episode._open()
     episode.resumes += 1
 
@@ -72,6 +75,7 @@ class Episode:
         self.options = options
         self.resume = resume
         self.resumes = 0  # sessions replaced after their server was lost
+        self.lost_in_a_row = 0  # failed steps since the last one that got an action
         self.session_id: str | None = None
         self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
         self.summary: EpisodeSummary | None = None  # EndEpisode's answer (the last session's)
@@ -92,11 +96,12 @@ class Episode:
         if self.session_id is None or self._ended:
             raise RuntimeError("episode not started or already ended")
         try:
-            return self._client.act(self.session_id, observation, timeout=timeout)
+            step = self._client.act(self.session_id, observation, timeout=timeout)
         except PlannerError as lost:
             _resume_or_raise(self, lost, "session %s lost (%s); resuming the episode in a new session")
-        step = self._client.act(self.session_id, observation, timeout=timeout)
-        return dataclasses.replace(step, resumed=True)
+            step = dataclasses.replace(self._client.act(self.session_id, observation, timeout=timeout), resumed=True)
+        self.lost_in_a_row = 0
+        return step
 
     def end(self, *, retry: bool = True) -> EpisodeSummary | None:
         """End the session (idempotent). ``None`` if the server no longer knew it."""
@@ -187,6 +192,7 @@ class StreamEpisode:
         self.max_duration_s = max_duration_s
         self.resume = resume
         self.resumes = 0
+        self.lost_in_a_row = 0  # failed steps since the last one that got an action
         self.reopens = 0  # streams opened again after the server refused a step
         self.session_id: str | None = None
         self.landmark_to_goal: np.ndarray | None = None  # [N] steps; -1: no path to the goal
@@ -279,6 +285,7 @@ class StreamEpisode:
         except PlannerError as lost:
             _resume_or_raise(self, lost, "stream of session %s lost (%s); resuming the episode on a new stream")
             step = dataclasses.replace(self._exchange(observation, timeout), resumed=True)
+        self.lost_in_a_row = 0
         self._steps += 1
         self._replans += step.replanned
         return step

@@ -206,9 +206,9 @@ def restart_during_goal(server: Any, models: Path, p: dict[str, Any], work: Path
     proc = sim("/base", "PointMaze_Large-v3", 1, p["seed"] + p["base_episodes"], work / "restart.json",
                "--pairs", "far", "--max-steps", str(p["restart_max_steps"]))
     wait(lambda: len(commands) >= mark + 30, "30 /base actions", 120)
+    killed = len(commands)  # before the kill: stopping waits on the server's output, the hold may come first
     server.proc.kill()
     server.stop()
-    killed = len(commands)
     wait(lambda: any(c["hold"] for c in commands[killed:]), "the hold once the server is gone")
     held = next(i for i in range(killed, len(commands)) if commands[i]["hold"]) + 1
     time.sleep(1.0)  # the robot goes on sending observations to a bridge without a server
@@ -260,7 +260,8 @@ def scenario_action(p: dict[str, Any]) -> dict[str, Any]:
             server, out["restart"] = restart_during_goal(server, models, p, work, base_commands)
         return out
     except AssertionError as err:
-        raise AssertionError(f"{err}\n" + "\n".join(f"{b.name}:\n{b.output()}" for b in bridges)) from None
+        outputs = "\n".join(f"{b.name}:\n{b.output()}" for b in bridges)
+        raise AssertionError(f"{err}\n{outputs}\nfailed: {err}") from None  # last too: the harness shows the tail
     finally:
         for bridge in bridges:
             bridge.stop()

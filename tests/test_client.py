@@ -323,6 +323,30 @@ def test_resume_carries_episodes_across_a_server_restart(push_bundle):
             restarted.stop()
 
 
+def test_a_server_down_for_long_is_logged_thinly(push_bundle, caplog):
+    """Each step while the server is gone fails (the robot holds) and is counted; the log says so at the
+    1st, 2nd, 4th and 8th loss in a row, not at every step."""
+    server = LocalServer(push_bundle).start()
+    port = server.wait_ready()
+    try:
+        with PlannerClient(f"127.0.0.1:{port}", retry=RetryPolicy(max_attempts=1)) as c:
+            episodes = (c.episode(GOAL, seed=1, resume=True).start(), c.stream_episode(GOAL, seed=1, resume=True).start())
+            for ep in episodes:
+                ep.act(OBS)
+            server.proc.kill()
+            server.proc.wait()
+            for ep in episodes:
+                caplog.clear()
+                for _ in range(9):
+                    with pytest.raises(PlannerError):
+                        ep.act(OBS)
+                lost = [r.getMessage() for r in caplog.records if "lost" in r.getMessage()]
+                assert ep.lost_in_a_row == 9
+                assert [m.rsplit("(", 1)[1] for m in lost] == ["1 in a row)", "2 in a row)", "4 in a row)", "8 in a row)"]
+    finally:
+        server.stop()
+
+
 def test_act_is_not_retried(monkeypatch):
     sleeps = _Sleeps()
     monkeypatch.setattr(time, "sleep", sleeps)
