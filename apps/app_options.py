@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from l3p.clients.run_config import add_protocol_arguments, modes_arg
-from l3p.core.names import VARIANT_HELP, variant_arg
+from l3p.core.config import VARIANT_HELP, variant_arg
 from l3p.core.seeds import HELD_OUT
 
 DEFAULT_MODEL = "FetchPush-v4"  # the demo runs it first

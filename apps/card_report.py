@@ -17,7 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from l3p.core.config import OPTIONS
 from l3p.core.errors import L3PError
+from l3p.core.options import acting
 
 
 class CardError(L3PError):
@@ -115,14 +117,18 @@ def overall(report: dict) -> dict[str, dict]:
 
 
 
+ALWAYS_SHOWN = ("search", "d_max", "local_horizon")
+
+
 def variant_label(variant: str, planner: dict) -> str:
-    """What a variant is, in words, from the bundle's served planner."""
+    """What a variant is, in words, from the bundle's served planner: its search, d_max and local
+    horizon, then every other option it serves off the table's default that acts in mode l3p."""
     mode, _, overrides = variant.partition("@")
     if mode == "l3p" and not overrides:
         opts = [f"{planner.get('search', 'soft')} search", f"d_max {number(planner.get('d_max'))}",
                 f"local horizon {number(planner.get('local_horizon'))}"]
-        flags = ("next_hop",) if planner.get("next_hop") else ("prune_failed", "require_progress", "sample_subgoal")
-        opts += [f"`{key}`" for key in flags if planner.get(key)]
+        opts += [f"`{key}`" if OPTIONS[key].kind == "bool" else f"`{key}` {number(planner[key])}"
+                 for key in acting(planner, OPTIONS, "l3p") if key not in ALWAYS_SHOWN]
         return f"`l3p` (served default: {', '.join(opts)})"
     if mode == "naive" and not overrides:
         return "`naive` (re-plan every step)"

@@ -82,10 +82,25 @@ def seed_words(report: dict) -> str:
     return f"env and planner seeds {span}, {where}"
 
 
+def acting_alike(manifest: dict) -> list[str]:
+    """The digests of the bundles this one was rebundled from since its planner last acted differently
+    (``same_actions``, which the rebundle computes from the option table): their evaluations hold for it."""
+    digests = []
+    for change in reversed(manifest.get("provenance", {}).get("rebundled", [])):
+        if change.get("same_actions") is not True:
+            break
+        digests.append(change.get("from_sha256"))
+    return digests
+
+
 def protocol(report: dict, manifest: dict) -> list[str]:
     env = report.get("env_id", manifest["env_id"])
     lines = [f"- **Episodes**: {report['episodes']} per variant, every variant on the same episodes; "
              + seed_words(report) + "."]
+    measured_on = (report.get("model") or {}).get("bundle_sha256")
+    if measured_on in acting_alike(manifest):
+        lines.append(f"- **Bundle**: measured on bundle `{measured_on[:12]}`, these networks and graphs with "
+                     "served settings the planner acts alike on in every mode (rebundled since: below).")
     if env != manifest["env_id"]:
         lines.append(f"- **Evaluation env**: `{env}` (the test variant the training env `{manifest['env_id']}` "
                      "declares).")
@@ -168,7 +183,11 @@ def training(manifest: dict) -> list[str]:
     for change in p.get("rebundled", []):
         lines += ["", "Its served defaults then changed by (the networks and graphs of bundle "
                   f"`{str(change.get('from_sha256', '?'))[:12]}`):", "", "```bash", change.get("command", "?"), "```",
-                  "", f"- **Code**: {change.get('code_version', '?')}; {change.get('created', '?')}.{dirty(change)}"]
+                  ""]
+        if change.get("same_actions") is True:
+            lines.append("- **Same actions**: the settings it changed did nothing beside the others (the option "
+                         "table's exclusions), so the planner acts as before in every mode.")
+        lines.append(f"- **Code**: {change.get('code_version', '?')}; {change.get('created', '?')}.{dirty(change)}")
     return lines
 
 
@@ -269,7 +288,7 @@ def _render(model_dir: Path) -> str:
     main = check_report(model_dir / EVAL, load_json(model_dir / EVAL))
     measured_on = (main.get("model") or {}).get("bundle_sha256")
     digest = bundle_digest(manifest)
-    if measured_on and measured_on != digest:
+    if measured_on and measured_on != digest and measured_on not in acting_alike(manifest):
         raise CardError(f"{model_dir / EVAL}: measured on bundle {measured_on[:12]}…, but this bundle is "
                         f"{digest[:12]}…: evaluate the bundle again (l3p eval --out)")
     notes_path = model_dir / NOTES

@@ -19,6 +19,7 @@ Needs the server extra (onnxruntime, to read the bundle's graph) and matplotlib.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ import numpy as np
 # than the child server printing its traceback.
 import l3p.serving.server  # noqa: F401
 from l3p.clients.runner import episode_protocol
+from l3p.core.config import OPTIONS
 from l3p.core.errors import L3PError
+from l3p.core.options import acting
 from l3p.serving.bundle import load_bundle
 from l3p.sim import mazes
 
@@ -89,7 +92,7 @@ def _plot_landmarks(bundle: Any, config: Any, overrides: dict[str, Any], out: Pa
 
 def run_plot(args: argparse.Namespace) -> int:
     """``l3p plot``: writes the PNG; expected failures (a bundle, the server) raise L3PError."""
-    from l3p.core.names import parse_variant
+    from l3p.core.config import parse_variant
 
     if args.learning_curve:
         return _plot_curve(args.bundle, args.out or Path("learning_curve.png"))
@@ -97,7 +100,7 @@ def run_plot(args: argparse.Namespace) -> int:
     if not (args.landmarks_only or mazes.is_maze(bundle.env_id)):
         raise L3PError(f"draws maze episodes only; {args.bundle} is a {bundle.env_id} model")
     mode, overrides = parse_variant(args.planner)
-    config = bundle.planner_defaults.replace(mode=mode, **overrides)
+    config = bundle.planner_defaults.for_episode(mode=mode, **overrides)
     if args.landmarks_only:
         return _plot_landmarks(bundle, config, overrides, args.out or Path("landmarks.png"))
     return _plot_episode(args, bundle, config, overrides, args.out or Path("maze_episode.png"))
@@ -145,10 +148,10 @@ def _plot_episode(args: argparse.Namespace, bundle: Any, config: Any, overrides:
         edges, to_goal = bundle_graph(bundle, ep.goal, config)
         outcome = "success" if ep.success else "failure"
         where = f", task {pair}" if isinstance(pair, int) else f", cells {pair[0]} -> {pair[1]}" if pair else ""
-        pruning = ((", next_hop" if config.next_hop else ", prune_failed" if config.prune_failed else "")
-                   if config.mode == "l3p" else "")
+        values = dataclasses.asdict(config)
+        rules = "".join(f", {name}" for name in acting(values, OPTIONS, config.mode) if OPTIONS[name].kind == "bool")
         title = (f"{bundle.env_id}: {args.planner} ({config.search} search, {_d_max_label(config, overrides)}"
-                 f"{pruning}), seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans"
+                 f"{rules}), seed {seed}{where}: {outcome} in {ep.steps} steps, {ep.replans} re-plans"
                  f"{', ' + ep.fell_text if ep.fell_text else ''}")
         plot_maze_episode(out, mazes.maze_map(env), mazes.maze_scaling(env), bundle.landmarks, edges,
                           to_goal, ep.trajectory, ep.subgoal_indices, ep.goal, title=title, fell_at=ep.fell_at,

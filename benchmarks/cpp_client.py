@@ -15,23 +15,20 @@ shared and noisy: compare rows within a run, not absolute numbers across runs.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
-import os
-import platform
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import grpc
 import numpy as np
 
 from l3p.clients.client import PlannerClient
 from l3p.serving.bundle import load_bundle
-from workloads import REPO, make_episodes, planner_server, summarize
+from workloads import (REPO, benchmark_parser, machine, make_episodes, planner_server, print_latency, print_load,
+                       print_targets, step_kind, summarize, write_report)
 
 CLIENTS = ("Python client", "C++ client")
 
@@ -60,7 +57,7 @@ def time_python(client: PlannerClient, episodes) -> tuple[dict[str, list[float]]
             for obs in observations:
                 started = time.perf_counter()
                 step = ep.act(obs)
-                times["replan" if step.replanned else "keep"].append(time.perf_counter() - started)
+                times[step_kind(step.replanned)].append(time.perf_counter() - started)
                 actions.append(step.action)
     return times, actions
 
@@ -76,7 +73,7 @@ def time_cpp(replay: Path, target: str, episodes) -> tuple[dict[str, list[float]
         if "error" in record:
             raise RuntimeError(f"l3p_replay: {record}")
         if "action" in record:
-            times["replan" if record["replanned"] else "keep"].append(record["latency_us"] * 1e-6)
+            times[step_kind(record["replanned"])].append(record["latency_us"] * 1e-6)
             actions.append(np.array([int(word, 16) for word in record["action"]], np.uint32).view(np.float32))
     return times, actions
 
@@ -113,8 +110,7 @@ def run(args) -> dict:
     return {
         "benchmark": "cpp_client",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "grpc": grpc.__version__, "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
+        "machine": machine(),
         "bundle": {"path": str(args.bundle), "env_id": bundle.env_id, "n_landmarks": bundle.n_landmarks},
         "build": built,
         "settings": {"rounds": args.rounds, "episodes": args.episodes, "steps": args.steps},
@@ -129,40 +125,27 @@ def print_table(report: dict) -> None:
     settings = report["settings"]
     print(f"\nControl-stream step round trip (µs), {report['bundle']['env_id']}, {report['bundle']['n_landmarks']} "
           f"landmarks, {settings['rounds']} rounds x {settings['episodes']} episodes x {settings['steps']} steps")
-    print(f"{'':36s}{'n':>7s}{'p50':>10s}{'p99':>10s}")
-    for name, row in report["latency"].items():
-        if row["n"]:
-            print(f"{name:36s}{row['n']:>7d}{row['p50_us']:>10.0f}{row['p99_us']:>10.0f}")
+    print_latency(report["latency"], 36)
     build = report["build"]
     print(f"\nactions compared: {report['actions']['compared']}, differing bits: {report['actions']['differences']}")
     print(f"C++ build: {build['build_type'] or 'no build type'} {build['cxx_flags']} in {build['dir']}")
-    print(f"load average (1 min) at the end: {report['machine']['load_avg_1m_at_end']} on "
-          f"{report['machine']['cpus']} CPUs")
-    print("targets, this run:")
-    for row in report["targets"]:
-        print(f"  {'met    ' if row['met'] else 'NOT met'}  {row['target']}: {row['measured']}")
+    print_load(report["machine"])
+    print_targets(report["targets"])
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python benchmarks/cpp_client.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--bundle", type=Path, default=REPO / "models" / "FetchPush-v4",
-                        help="bundle to serve (default: the shipped models/FetchPush-v4)")
+    parser = benchmark_parser("cpp_client", __doc__, "cpp_client.json")
     parser.add_argument("--rounds", type=int, default=6, help="measured rounds, after one warm-up (default 6)")
     parser.add_argument("--episodes", type=int, default=10, help="episodes per round (default 10)")
     parser.add_argument("--steps", type=int, default=100, help="steps per episode (default 100)")
     parser.add_argument("--build", type=Path, default=REPO / "build" / "cpp-bench",
                         help="the C++ build directory (default build/cpp-bench)")
-    parser.add_argument("--out", type=Path, default=Path("cpp_client.json"), help="JSON report")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    report = run(args)
-    args.out.write_text(json.dumps(report, indent=2))
-    print_table(report)
-    print(f"wrote {args.out}")
-    return 0
+    return write_report(run(args), args.out, print_table)
 
 
 if __name__ == "__main__":

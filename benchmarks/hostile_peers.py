@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import json
 import multiprocessing
-import platform
 import sys
 import tempfile
 import time
@@ -40,7 +38,8 @@ from websockets.asyncio.client import connect
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.bundle import load_bundle
 from start_bursts import checkout_server
-from workloads import REPO, make_episodes, planner_server, summarize, time_stream
+from workloads import (benchmark_parser, machine, make_episodes, planner_server, print_load, print_targets, summarize,
+                       time_stream, write_report)
 
 OBS_KEY = "observation/state"
 TARGET_RATIO = 2.0
@@ -120,48 +119,48 @@ def run(args: argparse.Namespace, code: tuple[str, Path] | None = None) -> dict:
                 sent[condition].update(counts)
         channel.close()
     rows = {condition: summarize(times) for condition, times in steps.items()}
-    targets = {}
+    targets = []
     for reference in ("alone", "ordinary"):
         ratio = rows["hostile"]["p99_us"] / rows[reference]["p99_us"]
-        targets[f"p99 with {args.peers} hostile peers <= {TARGET_RATIO:g}x p99 {reference}"] = {
-            "ratio": round(ratio, 2), "met": ratio <= TARGET_RATIO}
+        targets.append({"target": f"p99 with {args.peers} hostile peers <= {TARGET_RATIO:g}x p99 {reference}",
+                        "measured": f"ratio {ratio:.2f}", "ratio": round(ratio, 2), "met": ratio <= TARGET_RATIO})
     return {"bystander_step": rows, "targets": targets,
             "peer_frames": {condition: dict(counts) for condition, counts in sent.items() if counts}}
 
 
+def print_table(report: dict) -> None:
+    print(f"gRPC bystander step while openpi peers send ({report['machine']['processor']}, {report['rounds']} rounds "
+          "in turn)")
+    print(f"{'server':<24} {'condition':<20} {'n':>6} {'p50 ms':>9} {'p99 ms':>9}")
+    peers = report["peers"]
+    labels = {"alone": "alone", "ordinary": f"{peers} ordinary robots", "hostile": f"{peers} hostile peers"}
+    for name, result in report["servers"].items():
+        for condition, row in result["bystander_step"].items():
+            print(f"{name[:24]:<24} {labels[condition]:<20} {row['n']:>6} {row['p50_us'] / 1e3:>9.2f} "
+                  f"{row['p99_us'] / 1e3:>9.2f}")
+    print_load(report["machine"])
+    for name, result in report["servers"].items():
+        for condition, counts in result["peer_frames"].items():
+            print(f"{name}: the {labels[condition]}' frames: "
+                  + ", ".join(f"{n} {what}" for what, n in sorted(counts.items())))
+        print_targets(result["targets"], f"{name}: targets, this run:")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/hostile_peers.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--bundle", type=Path, default=REPO / "models" / "FetchPush-v4",
-                        help="model bundle (default: the shipped FetchPush-v4)")
+    parser = benchmark_parser("hostile_peers", __doc__, "hostile_peers.json")
     parser.add_argument("--peers", type=int, default=4, help="hostile websocket connections (default 4)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per condition, alternating (default 3)")
     parser.add_argument("--episodes", type=int, default=10, help="bystander episodes per round (default 10)")
     parser.add_argument("--steps", type=int, default=50, help="steps per episode (default 50)")
     parser.add_argument("--against", type=Path, metavar="CHECKOUT", help="also another checkout's server")
-    parser.add_argument("--out", type=Path, default=Path("hostile_peers.json"), help="JSON report")
     args = parser.parse_args(argv)
     servers = {"this checkout": run(args)}
     if args.against is not None:
         with tempfile.TemporaryDirectory() as scratch:
             servers[str(args.against)] = run(args, checkout_server(args.against.resolve(), Path(scratch)))
-    machine = platform.processor() or platform.machine()
-    print(f"gRPC bystander step while openpi peers send ({machine}, {args.rounds} rounds in turn)")
-    print(f"{'server':<24} {'condition':<20} {'n':>6} {'p50 ms':>9} {'p99 ms':>9}")
-    labels = {"alone": "alone", "ordinary": f"{args.peers} ordinary robots", "hostile": f"{args.peers} hostile peers"}
-    for name, result in servers.items():
-        for condition, row in result["bystander_step"].items():
-            print(f"{name[:24]:<24} {labels[condition]:<20} {row['n']:>6} {row['p50_us'] / 1e3:>9.2f} "
-                  f"{row['p99_us'] / 1e3:>9.2f}")
-    for name, result in servers.items():
-        for condition, counts in result["peer_frames"].items():
-            print(f"{name}: the {labels[condition]}' frames: "
-                  + ", ".join(f"{n} {what}" for what, n in sorted(counts.items())))
-        print(f"{name}: targets, this run:")
-        for target, outcome in result["targets"].items():
-            print(f"  {target}: ratio {outcome['ratio']:.2f} -> {'met' if outcome['met'] else 'MISSED'}")
-    args.out.write_text(json.dumps({"machine": machine, "bundle": str(args.bundle), "peers": args.peers,
-                                    "rounds": args.rounds, "servers": servers}, indent=2) + "\n")
-    return 0
+    report = {"machine": machine(), "bundle": str(args.bundle), "peers": args.peers, "rounds": args.rounds,
+              "servers": servers}
+    return write_report(report, args.out, print_table)
 
 
 if __name__ == "__main__":

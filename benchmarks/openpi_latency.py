@@ -18,17 +18,12 @@ rows within a run, not absolute numbers across runs.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
-import json
 import multiprocessing
-import os
-import platform
 import sys
 import threading
 import time
-from pathlib import Path
 
 import grpc
 import websockets
@@ -38,13 +33,10 @@ from websockets.asyncio.client import connect
 
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.bundle import load_bundle
-from workloads import REPO, closed_loop, make_episodes, planner_server, process_cpu_s, summarize, time_stream
+from workloads import (benchmark_parser, closed_loop, machine, make_episodes, planner_server, print_latency, print_load,
+                       print_targets, process_cpu_s, step_kind, summarize, time_stream, window_row, write_report)
 
 OBS_KEY = "observation/state"
-
-
-def _kind(replanned: bool) -> str:
-    return "replan" if replanned else "keep"
 
 
 def time_openpi(policy: WebsocketClientPolicy, episodes) -> dict[str, list[float]]:
@@ -54,7 +46,7 @@ def time_openpi(policy: WebsocketClientPolicy, episodes) -> dict[str, list[float
         for obs in observations:
             started = time.perf_counter()
             reply = policy.infer({OBS_KEY: obs, "goal": goal})
-            times[_kind(reply["replanned"])].append(time.perf_counter() - started)
+            times[step_kind(reply["replanned"])].append(time.perf_counter() - started)
     return times
 
 
@@ -66,13 +58,6 @@ def alternating(stub, policy, episodes) -> tuple[dict, dict]:
             for kind, values in new.items():
                 times[kind] += values
     return stream, openpi
-
-
-def _window_row(robots: int, steps: list[int], latencies: list[float], seconds: float,
-                cpu: tuple[float, float]) -> dict:
-    return {"sessions": robots, "actions_per_s": round(sum(steps) / seconds, 1),
-            "min_actions_per_session": int(min(steps)), "latency": summarize(latencies),
-            "server_cpu_us_per_action": round((cpu[1] - cpu[0]) / max(1, sum(steps)) * 1e6, 1)}
 
 
 class _ClientRobots:
@@ -146,7 +131,7 @@ def openpi_client_robots(robots: int, processes: int, port: int, episodes, secon
         steps += more_steps
         latencies += more_latencies
         child.join()
-    return _window_row(robots, steps, latencies, seconds, (cpu[0], cpu[-1]))
+    return window_row(robots, steps, latencies, seconds, (cpu[0], cpu[-1]))
 
 
 async def _asyncio_robots(robots: int, port: int, episodes, seconds: float, server_pid: int) -> dict:
@@ -182,15 +167,13 @@ async def _asyncio_robots(robots: int, port: int, episodes, seconds: float, serv
     cpu.append(process_cpu_s(server_pid))
     for ws in connections:
         await ws.close()
-    return _window_row(robots, steps, latencies, seconds, tuple(cpu))
+    return window_row(robots, steps, latencies, seconds, tuple(cpu))
 
 
 def print_table(report: dict) -> None:
     print(f"\none robot, per-step round trip (µs), {report['bundle']['env_id']}, "
           f"{report['bundle']['n_landmarks']} landmarks")
-    print(f"{'':52s}{'n':>7s}{'p50':>10s}{'p99':>10s}")
-    for name, row in report["latency"].items():
-        print(f"{name:52s}{row['n']:>7d}{row['p50_us']:>10.0f}{row['p99_us']:>10.0f}")
+    print_latency(report["latency"], 52)
     print("\nrobots at once, closed loop")
     print(f"{'':40s}{'robots':>7s}{'actions/s':>11s}{'step p50 µs':>13s}{'step p99 µs':>13s}"
           f"{'min actions':>13s}{'server CPU µs/action':>22s}")
@@ -198,11 +181,9 @@ def print_table(report: dict) -> None:
         print(f"{row['transport']:40s}{row['sessions']:>7d}{row['actions_per_s']:>11.0f}"
               f"{row['latency']['p50_us']:>13.0f}{row['latency']['p99_us']:>13.0f}"
               f"{row['min_actions_per_session']:>13d}{row['server_cpu_us_per_action']:>22.0f}")
-    print(f"\nload average (1 min) at the end: {report['machine']['load_avg_1m_at_end']} on "
-          f"{report['machine']['cpus']} CPUs")
-    print("openpi targets, this run:")
-    for row in report["targets"]:
-        print(f"  {'met    ' if row['met'] else 'NOT met'}  {row['target']}: {row['measured']}")
+    print()
+    print_load(report["machine"])
+    print_targets(report["targets"], "openpi targets, this run:")
 
 
 def targets(report: dict) -> list[dict]:
@@ -221,9 +202,7 @@ def targets(report: dict) -> list[dict]:
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python benchmarks/openpi_latency.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--bundle", type=Path, default=REPO / "models" / "FetchPush-v4",
-                        help="bundle to serve (default: the shipped models/FetchPush-v4)")
+    parser = benchmark_parser("openpi_latency", __doc__, "openpi_latency.json")
     parser.add_argument("--episodes", type=int, default=40, help="episodes per transport, one robot (default 40)")
     parser.add_argument("--steps", type=int, default=50, help="steps per episode (default 50)")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per closed loop (default 5)")
@@ -231,7 +210,6 @@ def parse_args(argv):
     parser.add_argument("--client-processes", type=int, default=4,
                         help="openpi-client robots also spread over this many processes (default 4), as "
                              "robot programs run; their threads in one process share its GIL")
-    parser.add_argument("--out", type=Path, default=Path("openpi_latency.json"), help="JSON report")
     return parser.parse_args(argv)
 
 
@@ -267,9 +245,7 @@ def run(args) -> dict:
     report = {
         "benchmark": "openpi_latency",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "grpc": grpc.__version__, "websockets": websockets.__version__,
-                    "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
+        "machine": machine(websockets=websockets.__version__),
         "bundle": {"path": str(args.bundle), "env_id": bundle.env_id, "n_landmarks": bundle.n_landmarks,
                    "sha256": bundle.sha256},
         "settings": {"episodes": args.episodes, "steps": args.steps, "seconds": args.seconds},
@@ -282,11 +258,7 @@ def run(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    report = run(args)
-    args.out.write_text(json.dumps(report, indent=2))
-    print_table(report)
-    print(f"wrote {args.out}")
-    return 0
+    return write_report(run(args), args.out, print_table)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
+
+from l3p.clients.ros2.config import yaml_value
+from l3p.core.overrides import parse_pair
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -83,7 +85,7 @@ def latency_setup(args: argparse.Namespace, server: object, per_process: bool) -
     names = [f"/r{i}" for i in range(args.robots)]
     groups = [[n] for n in names] if per_process else [names]
     extra = {**GOAL_SETTINGS.get(args.env, {}),
-             **{k: yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.bridge_set)}}
+             **dict(parse_pair(item, yaml_value, flag="--bridge-set") for item in args.bridge_set)}
     bridges = [h.bridge_process(h.bridge_config(server.target, robots=g, observation_timeout_s=2.0, **extra), work,
                                 name=f"bridge{i}") for i, g in enumerate(groups)]
     # The robots start together, once every sim has imported its simulator (seconds of CPU each),

@@ -1,16 +1,21 @@
 """The serving benchmarks' workloads: episodes, the in-process planner, the served planner (unary,
-stream, closed loops, bursts of starts, TLS), and the summary of a list of times."""
+stream, closed loops, bursts of starts, TLS), the summary of a list of times, and a report's common
+parts (the arguments, the machine, the latency table, the targets, the JSON file)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
+import json
 import os
+import platform
 import queue
 import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -48,7 +53,7 @@ def make_episodes(bundle: Bundle, n: int, steps: int, seed: int = 0):
 # "replan" (steps that ran the graph search) and "keep" (steps that kept the subgoal).
 
 
-def _kind(replanned: bool) -> str:
+def step_kind(replanned: bool) -> str:
     return "replan" if replanned else "keep"
 
 
@@ -65,7 +70,7 @@ def time_in_process(bundle: Bundle, episodes) -> dict[str, list[float]]:
         for obs in observations:
             started = time.perf_counter()
             result = planner.step(obs, bundle.distance_fn, bundle.policy_fn)
-            times[_kind(result.replanned)].append(time.perf_counter() - started)
+            times[step_kind(result.replanned)].append(time.perf_counter() - started)
     return times
 
 
@@ -115,7 +120,7 @@ def time_unary(stub, episodes, metadata=()) -> dict[str, list[float]]:
             request = pb.ActRequest(session_id=session_id, observation=obs)
             started = time.perf_counter()
             response = stub.Act(request, timeout=TIMEOUT, metadata=metadata)
-            times[_kind(response.replanned)].append(time.perf_counter() - started)
+            times[step_kind(response.replanned)].append(time.perf_counter() - started)
         stub.EndEpisode(pb.EndEpisodeRequest(session_id=session_id), timeout=TIMEOUT, metadata=metadata)
     return times
 
@@ -133,7 +138,7 @@ def time_stream(stub, episodes, metadata=()) -> dict[str, list[float]]:
             started = time.perf_counter()
             requests.put(request)
             response = next(responses).action
-            times[_kind(response.replanned)].append(time.perf_counter() - started)
+            times[step_kind(response.replanned)].append(time.perf_counter() - started)
         requests.put(None)
         list(responses)
     return times
@@ -210,9 +215,16 @@ async def _closed_loop(sessions: int, target: str, episodes, seconds: float, str
     steps = await asyncio.gather(*tasks)
     for channel in channels:
         await channel.close()
+    return window_row(sessions, steps, latencies, seconds, tuple(cpu) if server_pid else None)
+
+
+def window_row(sessions: int, steps: list[int], latencies: list[float], seconds: float,
+               cpu: tuple[float, float] | None = None) -> dict:
+    """A closed loop's row: actions/s, the fewest actions a session got, per-step latency, and with the
+    server's CPU seconds at the window's start and end, its CPU per action."""
     row = {"sessions": sessions, "actions_per_s": round(sum(steps) / seconds, 1),
            "min_actions_per_session": int(min(steps)), "latency": summarize(latencies)}
-    if server_pid:
+    if cpu is not None:
         row["server_cpu_us_per_action"] = round((cpu[1] - cpu[0]) / max(1, sum(steps)) * 1e6, 1)
     return row
 
@@ -312,6 +324,56 @@ def summarize(seconds: list[float]) -> dict:
         "p99_us": round(float(np.percentile(us, 99)), 1),
         "mean_us": round(float(us.mean()), 1),
     }
+
+
+# A report: `benchmark_parser` for its arguments, `machine` in its JSON, `print_latency`, `print_load`
+# and `print_targets` for its table, `write_report` to end the run.
+
+
+def benchmark_parser(name: str, doc: str, out: str) -> argparse.ArgumentParser:
+    """``python benchmarks/NAME.py``'s parser with the arguments every serving benchmark takes:
+    --bundle (default: the shipped FetchPush-v4) and --out (the JSON report, default ``out``)."""
+    parser = argparse.ArgumentParser(prog=f"python benchmarks/{name}.py", description=doc.split("\n")[0])
+    parser.add_argument("--bundle", type=Path, default=REPO / "models" / "FetchPush-v4",
+                        help="bundle to serve (default: the shipped models/FetchPush-v4)")
+    parser.add_argument("--out", type=Path, default=Path(out), help=f"JSON report (default {out})")
+    return parser
+
+
+def machine(**versions: str) -> dict:
+    """What the run measured on (with ``versions`` of other libraries), read at its end: the load average
+    says how shared the machine was."""
+    return {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+            "platform": platform.platform(), "python": platform.python_version(), "grpc": grpc.__version__,
+            **versions, "load_avg_1m_at_end": round(os.getloadavg()[0], 2)}
+
+
+def print_latency(rows: dict[str, dict], width: int) -> None:
+    """`summarize` rows by name: n, p50 and p99 in µs (rows with no times left out)."""
+    print(f"{'':{width}s}{'n':>7s}{'p50':>10s}{'p99':>10s}")
+    for name, row in rows.items():
+        if row["n"]:
+            print(f"{name:{width}s}{row['n']:>7d}{row['p50_us']:>10.0f}{row['p99_us']:>10.0f}")
+
+
+def print_load(host: dict) -> None:
+    """A report's `machine`: how loaded it was at the end of the run."""
+    print(f"load average (1 min) at the end: {host['load_avg_1m_at_end']} on {host['cpus']} CPUs")
+
+
+def print_targets(targets: list[dict], heading: str = "targets, this run:") -> None:
+    """Each target ({"target", "measured", "met"}), met or not."""
+    print(heading)
+    for row in targets:
+        print(f"  {'met    ' if row['met'] else 'NOT met'}  {row['target']}: {row['measured']}")
+
+
+def write_report(report: dict, out: Path, print_table: Callable[[dict], None]) -> int:
+    """The end of a benchmark's run: the JSON report written, its table printed."""
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print_table(report)
+    print(f"wrote {out}")
+    return 0
 
 
 

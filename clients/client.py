@@ -25,7 +25,7 @@ the stream)::
             step = ep.act(obs)
 
 Episode options (``mode``, ``seed``, and the per-episode planner options of
-`l3p.core.names.EPISODE_OPTIONS`) are checked here with the server's own ranges: a bad value
+`l3p.core.config.EPISODE_OPTIONS`) are checked here with the server's own ranges: a bad value
 raises ``ValueError`` before any call. The library's parts live in ``errors``, ``messages``
 and ``episodes``; every public name is importable from this module.
 
@@ -384,7 +384,7 @@ class PlannerClient:
     ) -> Episode:
         """A unary-call episode; use as ``with client.episode(goal) as ep: ep.act(obs)``.
 
-        ``options``: ``seed`` and the per-episode planner options (`l3p.core.names.EPISODE_OPTIONS`),
+        ``options``: ``seed`` and the per-episode planner options (`l3p.core.config.EPISODE_OPTIONS`),
         checked by :func:`episode_options`; ``None`` = the bundle's default.
         ``resume``: see the module doc.
         """

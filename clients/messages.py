@@ -1,6 +1,6 @@
 """Plain values <-> the planner's messages: episode options in, steps, model info and episode
 summaries out; and the retry policy of the calls that may be repeated. Names and ranges come from
-`l3p.core.names`, enums from `l3p.protos.mapping`."""
+`l3p.core.config`, enums from `l3p.protos.mapping`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from l3p.core.config import check_temperature
-from l3p.core.names import EPISODE_OPTIONS, OPTIONS, is_int
+from l3p.core.config import EPISODE_OPTIONS, OPTIONS, PlannerConfig
+from l3p.core.names import is_int
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos.mapping import MODE_ENUM, MODE_NAME, SEARCH_ENUM, SEARCH_NAME
 
@@ -31,37 +31,34 @@ def as_floats(x: Any, what: str) -> list[float]:
     return arr.ravel().tolist()
 
 
-def _check(name: str, value: Any) -> Any:
-    """``value`` checked against the option's range (the server's own check), as the wire wants it."""
-    option = OPTIONS[name]
-    if name == "temperature":
-        check_temperature(value)  # the range plus the soft search's floor
-    else:
-        option.check(value)
-    if option.kind == "choice":
+def _wire(name: str, value: Any) -> Any:
+    """A checked option's value as the wire wants it."""
+    kind = OPTIONS[name].kind
+    if kind == "choice":
         return _ENUMS[name][value]
-    return {"bool": bool, "int": int}.get(option.kind, float)(value)
+    return {"bool": bool, "int": int}.get(kind, float)(value)
 
 
 def episode_options(mode: str | None = None, *, seed: int | None = None, **overrides: Any) -> pb.EpisodeOptions:
     """``EpisodeOptions`` from plain values; ``None`` (or not given) means the bundle's default.
 
-    ``overrides``: any per-episode option of `l3p.core.names.EPISODE_OPTIONS` (its ``OPTIONS``
+    ``overrides``: any per-episode option of `l3p.core.config.EPISODE_OPTIONS` (its ``OPTIONS``
     give each one's meaning and range).
-    A value out of its range raises ValueError naming the option and the range, as the server would.
+    A value out of its range, or one that would do nothing beside the others given, raises
+    ValueError naming the options, as the server would.
     """
     unknown = sorted(set(overrides) - set(EPISODE_OPTIONS))
     if unknown:
         raise TypeError(f"unknown episode option {', '.join(unknown)}; expected mode, seed or one of "
                         f"{', '.join(EPISODE_OPTIONS)}")
-    if mode is not None:  # else the bundle's default mode, which only the server knows
-        for name, value in overrides.items():
-            OPTIONS[name].check_mode(value, mode)
+    given = {name: value for name, value in {"mode": mode, **overrides}.items() if value is not None}
+    # The server's own check over the table's defaults (the bundle's, which only the server knows,
+    # may refuse more: an option of another mode than the bundle's, or one a bundle's option silences).
+    PlannerConfig().for_episode(**given)
     opts = pb.EpisodeOptions()
     # proto3 `optional` fields: only set what was given, so the server sees "unset".
-    for name, value in {"mode": mode, **overrides}.items():
-        if value is not None:
-            setattr(opts, name, _check(name, value))
+    for name, value in given.items():
+        setattr(opts, name, _wire(name, value))
     if seed is not None:
         if not (is_int(seed) and 0 <= seed < _SEED_END):
             raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from l3p.core.commandline import add_config_arguments, option
-from l3p.core.names import VARIANT_HELP, parse_variant, variant_arg
+from l3p.core.config import VARIANT_HELP, parse_variant, variant_arg
 from l3p.core.seeds import HELD_OUT, seed_range
 from l3p.sim.mazes import MIN_FAR_CELLS
 

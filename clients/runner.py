@@ -50,7 +50,7 @@ from l3p.clients.protocol import (
 )
 from l3p.clients.results import EpisodeResult, RunResult, percentile_ms
 from l3p.clients.run_config import RunConfig, seeds_text
-from l3p.core.names import parse_variant
+from l3p.core.config import parse_variant
 from l3p.sim import mazes
 from l3p.sim.envs import goal_adapter
 from l3p.sim.render import VideoRecorder, close_env

@@ -19,14 +19,15 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from l3p.core.config import PlannerConfig
+from l3p.core.config import OPTIONS, PlannerConfig
 from l3p.core.errors import L3PError
-from l3p.core.names import OptionValueError
+from l3p.core.options import DeadOptionError, OptionValueError, without_dead
 
 FORMAT = "l3p-bundle"
 FORMAT_VERSION = 1
@@ -372,16 +373,28 @@ def problem(exc: BaseException) -> str:
     return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
 
 
-def planner_defaults(manifest: dict) -> PlannerConfig:
-    """The manifest's served planner defaults, validated."""
+def planner_defaults(manifest: dict, overrides: Mapping[str, Any] | None = None) -> PlannerConfig:
+    """The manifest's served planner defaults, validated; with ``overrides`` (a rebundle's), the
+    defaults they make, whose errors (ValueError, naming the option) are the overrides' to report."""
     try:
         config = PlannerConfig(**manifest["planner"])
-        config.validate()
     except TypeError:  # a name that is no field of PlannerConfig
         options = ", ".join(field.name for field in dataclasses.fields(PlannerConfig))
         raise BundleError(f"{MANIFEST}: 'planner' holds a name that is no planner option ({options})") from None
+    if overrides is not None:
+        return config.replace(**overrides)
+    try:
+        config.validate()
     except OptionValueError as exc:
         raise BundleError(f"{MANIFEST}: 'planner.{exc.option}' is not {exc.expected}") from None
+    except DeadOptionError as exc:
+        values = dataclasses.asdict(config)
+        mended = without_dead(values, OPTIONS)
+        dead = [name for name, value in mended.items() if value != values[name]]
+        fix = " ".join(f"{name}={json.dumps(mended[name])}" for name in dead)
+        raise BundleError(f"{MANIFEST}: 'planner' serves {', '.join(dead)} beside {exc.on}=true, which makes "
+                          f"{'them' if len(dead) > 1 else 'it'} do nothing; rebundle it without: "
+                          f"l3p export BUNDLE OUT --planner {fix}") from None
     return config
 
 

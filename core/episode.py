@@ -30,15 +30,17 @@ subgoal index -1 means "the final goal".
    an edge of the episode's graph: the state counts as at its nearest landmark by D (and at the
    subgoal being replaced, when it was reached), and the candidates are that landmark and the
    landmarks and goal those anchors have edges to, whatever their distance from the state (the
-   goal also within local_horizon), so a short D across a wall is never a hop.
+   goal also within local_horizon), so a short D across a wall is never a hop; local_cut then
+   only decides when pruning gives the graph back (the goal beyond local_cut * d_max).
    With ``prune_loops`` (an extension, l3p) a landmark picked again within a few re-plans without
    the estimate of the rest of the way having fallen is pruned like a failed subgoal.
    With ``next_hop`` (an extension, l3p) every step re-plans: outside the local horizon the state
    counts as at the landmark nearest it by D and the subgoal is that landmark's next node on the
-   episode graph's route to the goal; no counter, no exclusion, no pruning.
-   With ``prune_failed`` (an extension, off by default; see `PlannerConfig`) the episode
+   episode graph's route to the goal; no counter, no exclusion, no pruning, no local cut (what it
+   makes do nothing is its row of the option table, `PlannerConfig`).
+   With ``prune_failed`` (an extension, off by default) the episode
    also remembers subgoals it failed to reach and removes them from its graph, and restores
-   them all when that leaves no route and the goal is beyond d_max. With ``require_progress``
+   them all when that leaves no route and the goal is beyond local_cut * d_max. With ``require_progress``
    (also an extension, off by default) a landmark is a candidate only if its d_cg is below
    that of the last landmark the episode picked, so the picks approach the goal and cannot
    cycle.

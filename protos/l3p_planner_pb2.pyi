@@ -36,7 +36,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ...) -> None: ...
 
 class PlannerDefaults(_message.Message):
-    __slots__ = ("n_landmarks", "d_max", "temperature", "search", "search_iterations", "local_horizon", "mode", "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "action_scale", "next_hop")
+    __slots__ = ("n_landmarks", "d_max", "temperature", "search", "search_iterations", "local_horizon", "mode", "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "action_scale", "next_hop", "counter_extra", "sample_subgoal", "adaptive_cut")
     N_LANDMARKS_FIELD_NUMBER: _ClassVar[int]
     D_MAX_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,9 @@ class PlannerDefaults(_message.Message):
     PRUNE_LOOPS_FIELD_NUMBER: _ClassVar[int]
     ACTION_SCALE_FIELD_NUMBER: _ClassVar[int]
     NEXT_HOP_FIELD_NUMBER: _ClassVar[int]
+    COUNTER_EXTRA_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_SUBGOAL_FIELD_NUMBER: _ClassVar[int]
+    ADAPTIVE_CUT_FIELD_NUMBER: _ClassVar[int]
     n_landmarks: int
     d_max: float
     temperature: float
@@ -65,7 +68,10 @@ class PlannerDefaults(_message.Message):
     prune_loops: bool
     action_scale: float
     next_hop: bool
-    def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ..., prune_failed: _Optional[bool] = ..., require_progress: _Optional[bool] = ..., local_cut: _Optional[float] = ..., follow_edges: _Optional[bool] = ..., prune_loops: _Optional[bool] = ..., action_scale: _Optional[float] = ..., next_hop: _Optional[bool] = ...) -> None: ...
+    counter_extra: int
+    sample_subgoal: bool
+    adaptive_cut: bool
+    def __init__(self, n_landmarks: _Optional[int] = ..., d_max: _Optional[float] = ..., temperature: _Optional[float] = ..., search: _Optional[_Union[SearchKind, str]] = ..., search_iterations: _Optional[int] = ..., local_horizon: _Optional[float] = ..., mode: _Optional[_Union[PlannerMode, str]] = ..., prune_failed: _Optional[bool] = ..., require_progress: _Optional[bool] = ..., local_cut: _Optional[float] = ..., follow_edges: _Optional[bool] = ..., prune_loops: _Optional[bool] = ..., action_scale: _Optional[float] = ..., next_hop: _Optional[bool] = ..., counter_extra: _Optional[int] = ..., sample_subgoal: _Optional[bool] = ..., adaptive_cut: _Optional[bool] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
     __slots__ = ("env_id", "obs_dim", "goal_dim", "action_dim", "action_low", "action_high", "n_landmarks", "format_version", "bundle_sha256", "gamma", "defaults", "provenance_json", "model", "version", "memory_bytes", "landmarks", "signed_by")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from l3p.core.bundle_format import DEFAULT_MAX_FILE_BYTES, MODEL_NAME
 from l3p.core.commandline import option
+from l3p.core.overrides import parse_pair
 from l3p.serving.logs import LOG_FORMATS
 
 # Max queue delay of the cross-session batcher (--batch-delay-us), chosen with
@@ -86,18 +87,28 @@ def _replica_id(text: str) -> str:
 
 
 def _openpi_key(text: str) -> tuple[str, str]:
-    role, sep, key = text.partition("=")
-    if not sep or role not in OPENPI_KEYS or not key:
-        raise argparse.ArgumentTypeError(f"expected ROLE=KEY, ROLE one of {', '.join(OPENPI_KEYS)}, "
-                                         f"got {text!r}")
-    return role, key
+    return _pair(text, _nonempty, keys=OPENPI_KEYS, form="ROLE=KEY")
 
 
 def _model_pin(text: str) -> tuple[str, str]:
-    name, sep, digest = text.partition("=")
-    if not sep or not MODEL_NAME.fullmatch(name):
-        raise argparse.ArgumentTypeError(f"expected NAME=HEX (a model name, 64 hex digits), got {text!r}")
-    return name, _sha256(digest)
+    name, digest = _pair(text, lambda name, digest: _sha256(digest), form="NAME=HEX")
+    if not MODEL_NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(f"expected NAME=HEX, NAME a model name (1-64 of A-Z a-z 0-9 _ . -, the "
+                                         f"first a letter or digit), got {text!r}")
+    return name, digest
+
+
+def _pair(text: str, value, **how) -> tuple[str, str]:
+    try:
+        return parse_pair(text, value, **how)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _nonempty(key: str, text: str) -> str:
+    if not text:
+        raise ValueError("expected a key")
+    return text
 
 
 @dataclass(frozen=True)

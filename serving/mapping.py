@@ -1,6 +1,6 @@
 """Proto messages <-> the planner core: the model info of a bundle, an episode's config from its
 options, a step's answer. Enum names come from `l3p.protos.mapping`, option names from
-`l3p.core.names`, so a new option or mode is declared there once."""
+`PlannerConfig` (core/config.py), so a new option or mode is declared there once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import numpy as np
 
 from l3p.core import EPISODE_OPTIONS, PlannerConfig, StepResult
-from l3p.core.names import OPTIONS
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos.mapping import MODE_ENUM, MODE_NAME, SEARCH_ENUM, SEARCH_NAME
 from l3p.serving.bundle import Bundle
@@ -76,9 +75,7 @@ def episode_config(options: pb.EpisodeOptions, defaults: PlannerConfig) -> tuple
         elif options.HasField(name):
             overrides[name] = getattr(options, name)
     try:
-        config = defaults.replace(**overrides)
-        for name, value in overrides.items():  # what the request asked for, not the bundle's defaults
-            OPTIONS[name].check_mode(value, config.mode)
+        config = defaults.for_episode(**overrides)
     except ValueError as exc:
         raise InvalidRequestError(f"options.{exc}") from None
     return config, (options.seed if options.HasField("seed") else None)

@@ -58,8 +58,9 @@ def test_hostile_peers_quick(tmp_path):
     assert set(result["peer_frames"]["ordinary"]) == {"answered"}
     hostile = result["peer_frames"]["hostile"]
     assert hostile["answered"] > 0 and hostile["refused"] > 0 and hostile["reconnects"] >= hostile["refused"]
-    assert list(result["targets"]) == ["p99 with 2 hostile peers <= 2x p99 alone",
-                                       "p99 with 2 hostile peers <= 2x p99 ordinary"]
+    assert [row["target"] for row in result["targets"]] == ["p99 with 2 hostile peers <= 2x p99 alone",
+                                                            "p99 with 2 hostile peers <= 2x p99 ordinary"]
+    assert all(row["measured"] == f"ratio {row['ratio']:.2f}" for row in result["targets"])
     assert "this checkout: targets, this run:" in printed
 
 

@@ -30,10 +30,12 @@ from l3p.clients.client import (
 )
 from l3p.clients.errors import translate
 from l3p.core.bundle_format import read_manifest
-from l3p.core.names import EPISODE_OPTIONS, OPTIONS
+from l3p.core.config import EPISODE_OPTIONS, OPTIONS
 from l3p.protos import l3p_planner_pb2 as pb
+from l3p.protos.mapping import MODE_ENUM, SEARCH_ENUM
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.serving.local_server import LocalServer
+from option_values import example, exclusions
 from server_proc import serve
 
 GOAL = [1.3, 0.75, 0.42]
@@ -81,17 +83,13 @@ def test_model_info_describes_the_bundle(client, push_bundle):
 def test_model_info_keeps_every_planner_default():
     """Built from the proto's fields: a field added to PlannerDefaults cannot be dropped."""
     fields = pb.PlannerDefaults.DESCRIPTOR.fields
-    assert {f.name for f in fields} >= {"d_max", "search", "mode", "prune_failed"}
-    defaults = pb.PlannerDefaults(n_landmarks=7, d_max=30.0, temperature=0.5, search=pb.SEARCH_KIND_HARD,
-                                  search_iterations=9, local_horizon=4.0, mode=pb.PLANNER_MODE_NAIVE,
-                                  prune_failed=True, require_progress=True, local_cut=0.5, follow_edges=True,
-                                  prune_loops=True, next_hop=True, action_scale=0.8)
-    assert {f.name for f, _ in defaults.ListFields()} == {f.name for f in fields}  # every field set here
+    values = {name: example(name) for name in OPTIONS}  # every option of the table, off its default
+    wire = {name: {"mode": MODE_ENUM, "search": SEARCH_ENUM}[name][v] if OPTIONS[name].kind == "choice" else v
+            for name, v in values.items()}
+    assert {"n_landmarks", *wire} == {f.name for f in fields}  # every field set here
+    defaults = pb.PlannerDefaults(n_landmarks=7, **wire)
     info = ModelInfo.from_proto(pb.ModelInfo(defaults=defaults, provenance_json="{not json"))
-    assert info.defaults == {"n_landmarks": 7, "d_max": 30.0, "temperature": 0.5, "search": "hard",
-                             "search_iterations": 9, "local_horizon": 4.0, "mode": "naive", "prune_failed": True,
-                             "require_progress": True, "local_cut": 0.5, "follow_edges": True,
-                             "prune_loops": True, "next_hop": True, "action_scale": 0.8}
+    assert info.defaults == pytest.approx({"n_landmarks": 7, **values})
     assert info.provenance == {"raw": "{not json"}
     assert info.landmarks is None  # a server that sends none (older than the field)
     graph = ModelInfo.from_proto(pb.ModelInfo(n_landmarks=3, goal_dim=2, landmarks=[0, 1, 2, 3, 4, 5])).landmarks
@@ -386,26 +384,26 @@ def test_episode_options_leave_unset_fields_unset():
 
 
 def test_episode_options_carry_every_per_episode_option():
-    """EpisodeOptions is mode, seed and exactly the per-episode options of l3p.core.names."""
+    """EpisodeOptions is mode, seed and exactly the per-episode options of the option table."""
     fields = [f.name for f in pb.EpisodeOptions.DESCRIPTOR.fields]
     assert sorted(fields) == sorted(["mode", "seed", *EPISODE_OPTIONS])
-    valid = {"d_max": 12.5, "temperature": 0.7, "search": "hard", "local_horizon": 3.0,
-             "sample_subgoal": True, "prune_failed": True, "require_progress": True, "local_cut": 0.5,
-             "follow_edges": True, "prune_loops": True, "next_hop": True, "action_scale": 0.5}
-    assert set(valid) == set(EPISODE_OPTIONS)
-    opts = episode_options("l3p", seed=5, **valid)
-    assert all(opts.HasField(f.name) for f in pb.EpisodeOptions.DESCRIPTOR.fields if f.has_presence)
-    assert (opts.mode, opts.search, opts.seed) == (pb.PLANNER_MODE_L3P, pb.SEARCH_KIND_HARD, 5)
-    for mode in ("naive", "policy"):  # checked here as the server would: they do nothing there
-        for option in ("prune_failed", "require_progress", "follow_edges", "prune_loops", "next_hop"):
-            with pytest.raises(ValueError, match=f"{option} applies to mode l3p only, not {mode}"):
-                episode_options(mode, **{option: True})
-    with pytest.raises(ValueError, match="local_cut applies to mode l3p or naive only, not policy"):
-        episode_options("policy", local_cut=0.5)
-    assert [getattr(opts, k) for k in ("d_max", "temperature", "local_horizon", "sample_subgoal", "prune_failed",
-                                       "require_progress", "local_cut", "follow_edges", "prune_loops",
-                                       "next_hop", "action_scale")] == [
-        12.5, pytest.approx(0.7), 3.0, True, True, True, 0.5, True, True, True, 0.5]
+    for name in EPISODE_OPTIONS:
+        opts = episode_options("l3p", seed=5, **{name: example(name)})
+        value = getattr(opts, name)
+        if OPTIONS[name].kind == "choice":
+            assert value == SEARCH_ENUM[example(name)]
+        else:
+            assert opts.HasField(name) and value == pytest.approx(example(name)), name
+        assert (opts.mode, opts.seed) == (pb.PLANNER_MODE_L3P, 5)
+    for name in EPISODE_OPTIONS:  # checked here as the server would: they do nothing there
+        for mode in {"l3p", "naive", "policy"} - set(OPTIONS[name].modes):
+            with pytest.raises(ValueError, match=f"{name} applies to mode {' or '.join(OPTIONS[name].modes)} only, "
+                                                 f"not {mode}"):
+                episode_options(mode, **{name: example(name)})
+    for on, dead in exclusions():  # a setting that does nothing beside another one given
+        if dead in EPISODE_OPTIONS:
+            with pytest.raises(ValueError, match=f"{on}=true makes {dead} do nothing; drop one"):
+                episode_options(**{on: True, dead: example(dead)})
 
 
 @pytest.mark.parametrize("options, match", [

@@ -262,7 +262,7 @@ def test_next_hop_pursues_the_routes_next_landmark_every_step_and_never_waits_at
     lost = EpisodePlanner(LandmarkGraph(landmarks, value_fn), np.array([90.0], np.float32), value_fn,
                           config.replace(adaptive_cut=False))
     assert lost.step(np.array([0.0], np.float32), distance_fn, policy_fn).subgoal_index == -1
-    from l3p.core.names import OPTIONS
+    from l3p.core.config import OPTIONS
     with pytest.raises(ValueError, match="next_hop applies to mode l3p only"):
         OPTIONS["next_hop"].check_mode(True, "naive")
 
@@ -272,7 +272,7 @@ def test_local_cut_one_is_algorithm_1() -> None:
         assert run_line(config) == run_line(PlannerConfig(d_max=12.0, search="hard"))
     with pytest.raises(ValueError, match="local_cut must be a finite number > 0"):
         PlannerConfig(local_cut=0.0).validate()
-    from l3p.core.names import OPTIONS
+    from l3p.core.config import OPTIONS
     for option in ("follow_edges", "prune_loops"):
         with pytest.raises(ValueError, match=f"{option} applies to mode l3p only"):
             OPTIONS[option].check_mode(True, "naive")

@@ -103,11 +103,26 @@ def test_the_card_cites_the_protocol_and_the_run_from_the_files():
     assert "### `eval_heldout_700_steps.json`: max_steps 700" in umaze  # further evaluations get a table
     # A bundle made from a bundle (`l3p export BUNDLE OUT --planner ...`) says so, from its provenance.
     giant = ROOT / "models" / "antmaze-giant-stitch"
-    change, = json.loads((giant / "manifest.json").read_text())["provenance"]["rebundled"]
+    change, dropped = json.loads((giant / "manifest.json").read_text())["provenance"]["rebundled"]
     card = (giant / CARD).read_text()
     assert f"(the networks and graphs of bundle `{change['from_sha256'][:12]}`)" in card
     assert "l3p export runs/ant-giant-stitch-e1-s0/bundle runs/s63/nh-g0 --planner next_hop=true" in card
     assert "| `l3p` (served default: soft search, d_max 14.36, local horizon 20, `next_hop`) | **242 / 250** " in card
+    # The settings next_hop made do nothing, dropped: the evaluation of the bundle before holds (same actions).
+    assert dropped["same_actions"] is True and f"(the networks and graphs of bundle `{dropped['from_sha256'][:12]}`)" in card
+    assert "- **Same actions**: the settings it changed did nothing beside the others" in card
+    assert f"- **Bundle**: measured on bundle `{dropped['from_sha256'][:12]}`" in card
+
+
+def test_an_evaluation_of_a_bundle_acting_alike_holds_only_through_same_actions(tmp_path):
+    giant = tmp_path / "antmaze-giant-stitch"
+    shutil.copytree(ROOT / "models" / "antmaze-giant-stitch", giant)
+    assert render(giant) == (giant / CARD).read_text()
+    manifest = json.loads((giant / "manifest.json").read_text())
+    manifest["provenance"]["rebundled"][-1]["same_actions"] = False
+    (giant / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CardError, match=r"measured on bundle 3f838aa9444f…, but this bundle is"):
+        render(giant)
 
 
 def test_a_dirty_export_says_what_dirty_means_and_names_the_files_when_recorded():

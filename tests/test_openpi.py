@@ -30,6 +30,7 @@ from openpi_client.action_chunk_broker import ActionChunkBroker
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
 from prometheus_client.parser import text_string_to_metric_families
 
+from l3p.core.config import EPISODE_OPTIONS
 from l3p.clients.client import PlannerClient, channel_credentials
 from l3p.serving.local_server import LocalServer
 from l3p.serving.openpi_wire import FrameError, OpenpiKeys, decode, request
@@ -612,8 +613,7 @@ def test_the_frame_reader_raises_nothing_but_its_refusals():
     """The reader the listener runs on every frame, on the fuzz's frames and on random episode
     options: a request or an INVALID_ARGUMENT refusal, nothing else."""
     rng = np.random.default_rng(1)
-    names = ["mode", "search", "seed", "d_max", "temperature", "local_horizon", "sample_subgoal", "prune_failed",
-             "require_progress", "speed"]
+    names = ["mode", "seed", *EPISODE_OPTIONS, "speed"]
     options = [msgpack_numpy.packb(frame(options={str(rng.choice(names)): random_value(rng, depth=2)
                                                   for _ in range(int(rng.integers(1, 4)))}))
                for _ in range(2000)]

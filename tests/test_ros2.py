@@ -51,6 +51,8 @@ l3p_bridge:
     ("rate_hz=-1", "rate_hz: must be >= 0, got -1.0"),
     ("observation.type=imu", "observation.type: one of array, joint_state, odometry, got 'imu'"),
     ("planner=greedy", "planner: mode must be one of"),
+    ("planner=l3p@next_hop=true@follow_edges=true", "planner: next_hop=true makes follow_edges do nothing; drop one"),
+    ("rate_hz", "--set expects KEY=VALUE, got 'rate_hz'"),
     ("topics.colour=red", "unknown key 'topics.colour'"),
     ("nonsense=1", "unknown key 'nonsense'"),
     ("record=out.npz", "achieved_goal_indices: recording needs where the achieved goal sits"),

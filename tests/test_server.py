@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
-from l3p.core import EPISODE_OPTIONS, PlannerConfig
+from l3p.core import EPISODE_OPTIONS, OPTIONS, PlannerConfig
 from l3p.core.commandline import ConfigError, parse_config
 from l3p.core.errors import USAGE
 from l3p.serving.config import DEFAULT_BATCH_DELAY_US, ServeConfig
@@ -38,6 +38,8 @@ from l3p.serving.mapping import episode_config
 from l3p.serving.errors import InvalidRequestError
 from l3p.serving.local_server import LocalServer, ServerStartError
 from l3p.serving.server import PlannerServer
+from l3p.protos.mapping import MODE_ENUM
+from option_values import example, exclusions
 from l3p.serving.sessions import Owner, SessionLimitError, SessionNotFoundError, SessionStore
 
 # ---------------------------------------------------------------------------- bundle loader
@@ -106,6 +108,9 @@ def _set(path: str, value):
         (_set("planner.d_max", -1), "'planner.d_max' is not a finite number > 0"),
         (_set("planner.temperature", 1e-9), "'planner.temperature' is not >= 1e-06 (smaller values underflow"),
         (_set("planner.secret_beam", 3), "'planner' holds a name that is no planner option (mode, d_max, "),
+        (lambda m: m["planner"].update(next_hop=True, follow_edges=True),
+         "'planner' serves follow_edges beside next_hop=true, which makes it do nothing; rebundle it without: "
+         "l3p export BUNDLE OUT --planner follow_edges=false"),
         (_set("files.value", "secret-entry"), "'files.value' is not {\"path\": ..., \"sha256\": ...}"),
         (_set("files.actor.path", "../actor.onnx"), "leaves the bundle directory"),
         # dims that disagree with the graphs: the signature check names the graph and input
@@ -380,12 +385,13 @@ def test_episode_config_from_options():
     assert config == defaults.replace(mode="l3p", search="hard", d_max=12.5, temperature=3.0,
                                       local_horizon=0.0, sample_subgoal=True, prune_failed=True,
                                       require_progress=True)
-    # prune_failed and require_progress do nothing in naive and policy: refused like any option
-    # that does not apply.
-    for mode in (pb.PLANNER_MODE_NAIVE, pb.PLANNER_MODE_POLICY):
-        for option in ("prune_failed", "require_progress"):
-            with pytest.raises(InvalidRequestError, match=f"options.{option} applies to mode l3p only"):
-                episode_config(pb.EpisodeOptions(mode=mode, **{option: True}), defaults)
+    # An option that does nothing in the episode's mode is refused like any option that does not apply.
+    for name in EPISODE_OPTIONS:
+        row, value = OPTIONS[name], example(name)
+        for mode in {"l3p", "naive", "policy"} - set(row.modes):
+            with pytest.raises(InvalidRequestError, match=f"options.{name} applies to mode {' or '.join(row.modes)} "
+                                                          f"only, not {mode}"):
+                episode_config(pb.EpisodeOptions(mode=MODE_ENUM[mode], **{name: value}), defaults)
     assert episode_config(pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, prune_failed=False),
                           defaults)[0].mode == "naive"
     with pytest.raises(InvalidRequestError, match="prune_failed applies to mode l3p only, not policy"):
@@ -395,6 +401,24 @@ def test_episode_config_from_options():
         episode_config(pb.EpisodeOptions(mode=9), defaults)
     with pytest.raises(InvalidRequestError, match="options.d_max must be"):
         episode_config(pb.EpisodeOptions(d_max=-1.0), defaults)
+
+
+def test_episode_config_refuses_a_setting_that_does_nothing():
+    """A request's option that another one (the request's or the bundle's) makes do nothing is
+    INVALID_ARGUMENT with one line naming both; the request's next_hop turns the bundle's off."""
+    for on, dead in exclusions():
+        if dead not in EPISODE_OPTIONS:
+            continue
+        with pytest.raises(InvalidRequestError, match=f"^options.{on}=true makes {dead} do nothing; drop one$"):
+            episode_config(pb.EpisodeOptions(**{on: True, dead: example(dead)}), PlannerConfig())
+        with pytest.raises(InvalidRequestError, match=f"^options.{on}=true makes {dead} do nothing; drop one "
+                                                      rf"\({on}=true is a default here"):
+            episode_config(pb.EpisodeOptions(**{dead: example(dead)}), PlannerConfig(**{on: True}))
+    counter = PlannerConfig(prune_failed=True, follow_edges=True, prune_loops=True, local_cut=0.5)
+    config, _ = episode_config(pb.EpisodeOptions(next_hop=True), counter)
+    assert config.next_hop and not (config.prune_failed or config.follow_edges or config.prune_loops)
+    naive, _ = episode_config(pb.EpisodeOptions(mode=pb.PLANNER_MODE_NAIVE, local_cut=0.7), PlannerConfig(next_hop=True))
+    assert naive.local_cut == 0.7  # next_hop does nothing in naive: local_cut acts there
 
 
 def test_json_log_lines():

@@ -35,7 +35,7 @@ from l3p.protos import l3p_planner_pb2 as pb
 from l3p.protos import l3p_planner_pb2_grpc as pb_grpc
 from l3p.protos.mapping import MODE_ENUM, SEARCH_ENUM
 from l3p.serving.bundle import load_bundle
-from l3p.core import EpisodePlanner, PlannerConfig
+from l3p.core import OPTIONS, EpisodePlanner, PlannerConfig
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 20  # seconds, per call: generous for a loaded 2-core machine
@@ -189,23 +189,11 @@ def test_model_info_matches_the_manifest(stub, untrained_bundle):
     assert info.bundle_sha256 == load_bundle(untrained_bundle).sha256
     assert info.gamma == pytest.approx(manifest["gamma"])
     planner = manifest["planner"]
-    assert info.defaults.d_max == planner["d_max"]
-    assert info.defaults.temperature == pytest.approx(planner["temperature"])
-    assert info.defaults.search_iterations == planner["search_iterations"]
-    assert info.defaults.local_horizon == planner["local_horizon"]
-    assert info.defaults.mode == pb.PLANNER_MODE_L3P and info.defaults.search == pb.SEARCH_KIND_SOFT
-    assert info.defaults.prune_failed == planner["prune_failed"]
-    assert info.defaults.require_progress == planner["require_progress"]
-    assert info.defaults.local_cut == planner["local_cut"] and info.defaults.follow_edges == planner["follow_edges"]
-    assert info.defaults.prune_loops == planner["prune_loops"]
-    assert info.defaults.action_scale == planner["action_scale"] == 1.0
-    assert info.defaults.next_hop == planner["next_hop"]
-    assert (info.defaults.mode, info.defaults.search) == (MODE_ENUM[planner["mode"]], SEARCH_ENUM[planner["search"]])
-    # Every default the proto carries is filled and checked above.
-    assert {field.name for field in pb.PlannerDefaults.DESCRIPTOR.fields} == {
-        "n_landmarks", "d_max", "temperature", "search_iterations", "local_horizon", "mode", "search",
-        "prune_failed", "require_progress", "local_cut", "follow_edges", "prune_loops", "next_hop",
-        "action_scale"}
+    enums = {"mode": MODE_ENUM, "search": SEARCH_ENUM}
+    for name in OPTIONS:  # every option of the table is a default the proto carries, as the manifest serves it
+        served = enums[name][planner[name]] if name in enums else planner[name]
+        assert getattr(info.defaults, name) == pytest.approx(served), name
+    assert {field.name for field in pb.PlannerDefaults.DESCRIPTOR.fields} == {"n_landmarks", *OPTIONS}
     assert json.loads(info.provenance_json) == manifest["provenance"]
 
 
@@ -434,6 +422,8 @@ class TestErrors:
             (start(temperature=0.0), config_error(temperature=0.0)),
             (start(temperature=float("nan")), "options.temperature must be a finite number > 0"),
             (start(local_horizon=-2.0), config_error(local_horizon=-2.0)),
+            (start(next_hop=True, follow_edges=True), "options.next_hop=true makes follow_edges do nothing; drop one"),
+            (start(mode=pb.PLANNER_MODE_NAIVE, next_hop=True), "options.next_hop applies to mode l3p only, not naive"),
         ],
     )
     def test_bad_start(self, stub, server, request_, message):

@@ -14,7 +14,7 @@ import pytest
 from l3p.core import PlannerConfig
 from l3p.core.commandline import ConfigError
 from l3p.core.errors import L3PError
-from l3p.core.names import OPTIONS
+from l3p.core.config import OPTIONS
 from l3p.core.overrides import OverrideError
 from l3p.training.commands import (TrainArgumentError, _command_line, add_export_arguments, add_train_arguments,
                                    train_config)
@@ -148,7 +148,7 @@ def test_show_config_lists_every_key_with_its_value_type_and_help(capsys):
     fields = [f.name for f in dataclasses.fields(TrainConfig) if f.name != "planner"]
     assert sorted(keys) == sorted(fields + list(PLANNER_KEYS))
     assert "n_envs = 4  (an integer)\n    episodes collected in lockstep per cycle\n" in text  # the preset's value
-    assert "d_max = 30  (a number)\n    edges and local distances" in text  # --set's
+    assert f"d_max = 30  (a number)\n    {OPTIONS['d_max'].doc}\n" in text  # --set's, with the table's doc
     # Every key has its help line.
     assert text.count("\n    ") == len(keys)
 
@@ -156,9 +156,9 @@ def test_show_config_lists_every_key_with_its_value_type_and_help(capsys):
 def test_planner_help_lists_every_option():
     parser = argparse.ArgumentParser()
     add_export_arguments(parser)
-    text = " ".join(parser.format_help().split())
+    text = " ".join(parser.format_help().split()).replace("- ", "-")  # argparse wraps after a hyphen
     for name, option in OPTIONS.items():
-        assert f"{name}: {' '.join(option.help.split())}" in text
+        assert f"{name}: {' '.join(option.doc.split())}" in text
 
 
 def test_command_lines_are_rebuilt_from_the_arguments():

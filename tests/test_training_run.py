@@ -517,8 +517,19 @@ def test_export_of_a_bundle_changes_what_it_serves_and_copies_its_graphs(untrain
         "provenance": {**after["provenance"], "rebundled": [change], "planner_overrides": {"action_scale": 0.8,
                                                                                           "d_max": 7}}}
     r = l3p("export", "gentle", "b2", "--planner", "action_scale=0", cwd=tmp_path)
-    assert (r.returncode, r.stderr) == (2, "l3p export: error: bad planner override: action_scale must be a "
-                                           "finite number > 0, got 0\n")
+    assert (r.returncode, r.stderr) == (2, "l3p export: error: --planner: bad value for action_scale: '0' "
+                                           "(action_scale must be a finite number > 0, got 0.0)\n")
+    r = l3p("export", "gentle", "b2", "--planner", "next_hop=true", "--planner", "follow_edges=true", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "l3p export: error: bad planner override: next_hop=true makes "
+                                           "follow_edges do nothing; drop one\n")
+    r = l3p("export", "gentle", "hop", "--planner", "next_hop=true", cwd=tmp_path)  # what it silences is left off
+    assert r.returncode == 0, r.stderr
+    hop = json.loads((tmp_path / "hop" / "manifest.json").read_text())
+    assert hop["planner"]["next_hop"] is True and hop["provenance"]["rebundled"][-1]["same_actions"] is False
+    r = l3p("export", "hop", "b2", "--planner", "prune_loops=true", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "l3p export: error: bad planner override: next_hop=true makes prune_loops "
+                                           "do nothing; drop one (next_hop=true is a default here: drop prune_loops, "
+                                           "or add next_hop=false)\n")
     (tmp_path / "gentle" / "value.onnx").write_bytes(b"not the graph")
     r = l3p("export", "gentle", "b3", "--planner", "action_scale=0.5", cwd=tmp_path)
     assert r.returncode == 2 and "value.onnx" in r.stderr and "sha256" in r.stderr, r.stderr

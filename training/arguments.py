@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from l3p.core.names import OPTIONS
+from l3p.core.config import OPTIONS
 from l3p.training.config import GRAPHS, LANDMARK_KINDS, PLACEMENT_KEYS, PLANNER_KEYS
 from l3p.training.presets import PRESET_OPTIONS
 
@@ -54,9 +54,10 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                                            "or a bundle: its graphs and edges copied, --planner changing what it serves")
     parser.add_argument("out_dir", help="bundle directory to create")
     parser.add_argument("--force", action="store_true", help="overwrite an existing bundle directory")
-    options = "; ".join(f"{name}: {option.help}" for name, option in OPTIONS.items())
+    options = "; ".join(f"{name}: {option.doc}" for name, option in OPTIONS.items())
     parser.add_argument("--planner", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"a served planner default (repeatable), e.g. local_horizon=30. {options}")
+                        help=f"a served planner default (repeatable), e.g. local_horizon=30; what one turned on "
+                             f"makes do nothing is left off (docs/planner_api.md#options). {options}")
     parser.add_argument("--landmarks", choices=LANDMARK_KINDS,
                         help="graph nodes: the decoded cluster centroids (L3P), GLS-spread achieved goals from "
                              "the run's replay or dataset (gls: states the robot has visited), or those goals "

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from l3p.core.bundle_format import MANIFEST, bundle_digest, planner_defaults, read_manifest, supported_edges
-from l3p.core.commandline import ConfigError, check_values, read_config_file
-from l3p.core.config import PlannerConfig
+from l3p.core.commandline import ConfigError, read_config_file
+from l3p.core.config import parse_options
 from l3p.core.errors import INTERRUPTED, L3PError
 from l3p.core.overrides import parse_overrides
 from l3p.datasets.source import open_dataset
@@ -184,8 +184,7 @@ def run_export(args: argparse.Namespace) -> int:
     run_dir = source if source.is_dir() else source.parent
     if run_dir.name == SNAPSHOTS:
         run_dir = run_dir.parent
-    planner_overrides = parse_overrides(args.planner, "--planner")
-    check_values(PlannerConfig, planner_overrides, "--planner")
+    planner_overrides = parse_options(args.planner)
     command = _command_line("export", [args.checkpoint, args.out_dir],
                             [("--planner", args.planner), ("--landmarks", args.landmarks),
                              ("--n-landmarks", args.n_landmarks), ("--graph", args.graph), ("--force", args.force)])

@@ -17,7 +17,6 @@ from typing import Any
 
 from l3p.core.commandline import check_values, describe_config, did_you_mean, documented
 from l3p.core.config import PlannerConfig
-from l3p.core.names import OPTIONS
 
 COLLECTORS = ("inline", "process", "ray")
 """Where episodes are collected: in the learner's process, in worker processes, in Ray actors."""
@@ -312,5 +311,4 @@ def check(values: dict[str, Any], where: str) -> None:
 
 def describe(config: TrainConfig) -> str:
     """Every key of ``config`` with its value, type and help (``l3p train --show-config``)."""
-    docs = {name: option.help for name, option in OPTIONS.items()}
-    return "\n".join(describe_config(config, docs, skip=("mode",)))
+    return "\n".join(describe_config(config, skip=("mode",)))

@@ -28,7 +28,9 @@ from onnx import helper, numpy_helper
 from l3p.core.bundle_format import (FORMAT, FORMAT_VERSION, GRAPHS, MANIFEST, MODEL_NAME, BundleDir, bundle_digest,
                                     graph_file, planner_defaults, read_graph, read_manifest)
 from l3p.core.errors import L3PError
-from l3p.core.names import DISTRIBUTION, OPTIONS
+from l3p.core.config import OPTIONS, PlannerConfig
+from l3p.core.names import DISTRIBUTION
+from l3p.core.options import without_dead
 from l3p.core.signing import load_private_key, sign_bundle
 from l3p.sim.envs import EnvSpec, env_spec, make_env
 from l3p.training.agent import L3PAgent
@@ -173,16 +175,20 @@ def rebundle(source: Path, out_dir: Path, planner_overrides: dict, command: str,
     key = None if sign_key is None else load_private_key(sign_key)
     with BundleDir.open(source) as bundle:
         manifest = read_manifest(bundle)
-        try:
-            planner = planner_defaults(manifest).replace(**planner_overrides)
+        try:  # the overrides may mend a source that serves a setting that does nothing
+            planner = planner_defaults(manifest, planner_overrides)
         except (TypeError, ValueError) as exc:  # names the option and its range
             raise ExportError(f"bad planner override: {exc}") from None
         files = {entry["path"]: read_graph(bundle, entry) for entry in manifest["files"].values()}
+    served = {**dataclasses.asdict(PlannerConfig()), **manifest["planner"]}
+    # The same graphs with settings the planner acts alike on: the source's evaluations hold for it.
+    same_actions = without_dead(served, OPTIONS) == without_dead(dataclasses.asdict(planner), OPTIONS)
     provenance = dict(manifest.get("provenance", {}))
     provenance["planner_overrides"] = {**provenance.get("planner_overrides", {}), **planner_overrides}
     provenance["rebundled"] = [*provenance.get("rebundled", []), {
         "from_sha256": bundle_digest(manifest), "command": command, "planner": planner_overrides,
-        **code_state(), "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}]
+        "same_actions": same_actions, **code_state(),
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}]
     manifest = {**manifest, "planner": dataclasses.asdict(planner), "provenance": provenance}
 
     def write(tmp: Path) -> None:

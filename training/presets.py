@@ -127,6 +127,14 @@ PRESETS["ogbench/antmaze-medium-v0"] = PRESETS["ogbench/antmaze-large-v0"].repla
 PRESETS["ogbench/antmaze-giant-v0"] = PRESETS["ogbench/antmaze-large-v0"].replace(
     env_id="ogbench/antmaze-giant-v0", n_landmarks=150)
 
+# OGBench's arm (l3p.sim.ogbench_manip: cube-double, scene, puzzle), offline from its play datasets
+# (`l3p dataset NAME-play-v0`): the point maze's OGBench value settings, as nothing yet was measured
+# on the arm to choose others; 2 in-training evaluation episodes per task.
+for _arm in ("cube-double", "scene", "puzzle-3x3", "puzzle-4x4"):
+    PRESETS[f"ogbench/{_arm}-v0"] = PRESETS["ogbench/pointmaze-large-v0"].replace(
+        env_id=f"ogbench/{_arm}-v0", eval_episodes=2)
+del _arm
+
 OFFLINE_PRESETS = frozenset(k for k in PRESETS if k.startswith("ogbench/"))
 """The presets made for ``l3p train --dataset``; any other env's offline run takes
 `RECORDINGS_RECIPE`."""

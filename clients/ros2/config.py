@@ -14,7 +14,8 @@ from typing import Any
 
 from l3p.core.commandline import did_you_mean
 from l3p.core.errors import L3PError
-from l3p.core.names import parse_variant
+from l3p.core.config import parse_variant
+from l3p.core.overrides import parse_pair
 
 OBSERVATION_TYPES = ("array", "joint_state", "odometry")
 GOAL_TYPES = ("point", "pose", "array")
@@ -307,13 +308,22 @@ def load(path: str | Path | None = None, overrides: list[str] = ()) -> BridgeCon
             raise BridgeConfigError(f"{path}: expected a mapping of settings")
         values.update(_flatten(tree))
     for item in overrides:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise BridgeConfigError(f"--set wants KEY=VALUE, got {item!r}")
-        import yaml
-
-        values[key.strip()] = yaml.safe_load(value)
+        try:
+            key, value = parse_pair(item, yaml_value, flag="--set")
+        except ValueError as err:
+            raise BridgeConfigError(str(err)) from None
+        values[key] = value
     return build(values)
+
+
+def yaml_value(key: str, text: str) -> Any:
+    """A ``--set KEY=VALUE`` value as the YAML file would give it (ValueError when it is no YAML)."""
+    import yaml  # comes with rclpy; read only here
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ValueError(f"not YAML: {err}") from None
 
 
 def as_dict(c: BridgeConfig) -> dict[str, Any]:

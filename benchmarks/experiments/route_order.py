@@ -3,28 +3,27 @@ graph and planner defaults) against the maze's BFS cells from its cell to the go
 validation episode of OGBench task TASK (seed 1 500 000 000 + TASK - 1): the rank correlation, and
 d_cg per BFS distance.
 
-    python docs/measurements/antmaze-offline/route_order.py BUNDLE TASK
+    python benchmarks/experiments/route_order.py BUNDLE TASK
 """
 import sys
 
 import numpy as np
 
-from l3p.clients.protocol import open_env
-from l3p.core.landmarks import LandmarkGraph
-from l3p.serving.bundle import load_bundle
+from l3p.core.seeds import VALIDATION
 from l3p.sim import mazes
+from episodes import load
 
 
 def ranks(x: np.ndarray) -> np.ndarray:
     return np.argsort(np.argsort(x)).astype(float)
 
 
-b, task = load_bundle(sys.argv[1]), int(sys.argv[2])
-env = open_env(b.env_id, max_steps=1000)
-obs, _ = env.reset(seed=1_500_000_000 + task - 1, options={"task_id": task})
+model, task = load(sys.argv[1]), int(sys.argv[2])
+b = model.bundle
+env = model.env()
+obs, _ = env.reset(seed=VALIDATION + task - 1, options={"task_id": task})
 goal, inner = obs["desired_goal"], env.unwrapped.inner
-graph = LandmarkGraph(b.landmarks, b.value_fn, edges=b.edges)
-dcg = graph.distances_to_goal(goal, b.value_fn, b.planner_defaults)[:-1]
+dcg = model.graph.distances_to_goal(goal, b.value_fn, b.planner_defaults)[:-1]
 bfs = mazes.bfs_cells(np.asarray(inner.maze_map), inner.xy_to_ij(goal)).astype(float)
 cells = np.array([bfs[inner.xy_to_ij(landmark)] for landmark in b.landmarks])
 ok = np.isfinite(dcg) & (cells >= 0)

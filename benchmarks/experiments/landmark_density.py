@@ -2,7 +2,7 @@
 and d_max) with its GLS landmarks picked differently, and how far the landmarks lie from the walls (a
 diagnostic with the maze's walls, which no served planner knows) beside the dataset's own steps.
 
-    python docs/measurements/antmaze-offline/landmark_density.py RUN OUT MODE PARAM
+    python benchmarks/experiments/landmark_density.py RUN OUT MODE PARAM
 
 MODE: gls (the recipe's pick: GLS over 20,000 sampled goals of the dataset); trim (GLS over the densest
 PARAM fraction of them, density = the distance to the 10th nearest sampled goal); snap (GLS, then each
@@ -16,10 +16,10 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
-from l3p.clients.protocol import open_env
 from l3p.training.commands import run_episodes
 from l3p.training.edges import data_graph
 from l3p.training.export import agent_from_checkpoint, export_bundle, gls_landmarks
+from episodes import load
 from walls import wall_gap
 
 
@@ -49,7 +49,7 @@ provenance = {**state.get("provenance", {}), "landmarks": f"landmark_density.py 
               "graph": graph.provenance()}
 export_bundle(agent, out, provenance, force=True, planner_overrides=graph.planner(), landmarks=nodes,
               edges=graph.manifest_edges())
-env = open_env(agent.cfg.env_id, max_steps=10)
+env = load(out).env(max_steps=10)
 env.reset(seed=0)
 gap = wall_gap(nodes, env)
 data_gap = wall_gap(goals[np.random.default_rng(1).integers(0, len(goals), 20000)], env)

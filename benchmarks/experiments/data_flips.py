@@ -2,7 +2,7 @@
 flips over (torso's z axis pointing down) and the share of steps recorded flipped (an OGBench ant
 never rights itself, so an episode stays flipped from its first flip to its end).
 
-    python docs/measurements/antmaze-offline/data_flips.py data/antmaze-large-navigate-v0.npz ...
+    python benchmarks/experiments/data_flips.py data/antmaze-large-navigate-v0.npz ...
 """
 import sys
 
