@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,6 +154,7 @@ def build(out_dir: Path) -> None:
         python = stage / PACKAGE
         shutil.copytree(gen["py"], python, ignore=shutil.ignore_patterns("*.c"))
         (python / "__init__.py").touch()
+        split_by_message(python / "action" / "_reach_goal.py")
         extension = python / f"{PACKAGE}_s__rosidl_typesupport_c{sysconfig.get_config_var('EXT_SUFFIX')}"
         compile_library("py", sources("py", (".c",)), [*includes, Path(sysconfig.get_paths()["include"]),
                                                        Path(numpy.get_include())],
@@ -167,6 +169,31 @@ def build(out_dir: Path) -> None:
         shutil.rmtree(out_dir, ignore_errors=True)
         shutil.copytree(stage, out_dir)
     print(f"built {PACKAGE} into {out_dir.relative_to(ROOT) if out_dir.is_relative_to(ROOT) else out_dir}")
+
+
+def split_by_message(module: Path) -> None:
+    """rosidl_generator_py writes an action's 14 message classes into one module of ~2,000 lines: each
+    (its metaclass and class) goes into a module of its own beside it, ``_reach_goal_send_goal_request.py``
+    and so on, which ``module`` imports back; the action class stays in ``module``. The generated code
+    imports its siblings lazily from ``module``, so every name it looks up there is still found."""
+    text = module.read_text()
+    parts = re.split(r"(?m)^(?=class Metaclass_)", text)
+    header, chunks = parts[0], parts[1:]
+    package = f"{PACKAGE}.action"
+    action = module.stem.lstrip("_")  # reach_goal
+    kept, imports = [], []
+    for chunk in chunks:
+        name = re.match(r"class Metaclass_(\w+)\(type\)", chunk)[1]  # ReachGoal_SendGoal_Request
+        _, _, message = name.partition("_")
+        if not message:  # the action itself
+            kept.append(chunk)
+            continue
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", message).lower()  # send_goal__request
+        child = f"{module.stem}_{re.sub(r'_+', '_', snake)}"
+        (module.parent / f"{child}.py").write_text(header + chunk.rstrip() + "\n")
+        imports.append(f"from {package}.{child} import Metaclass_{name}, {name}  # noqa: E402, F401\n")
+    assert imports and kept, f"{module}: no message classes of action {action} found"
+    module.write_text(header + "".join(imports) + "\n\n" + "".join(kept))
 
 
 def main() -> None:

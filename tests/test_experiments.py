@@ -111,9 +111,9 @@ def test_falls_with_the_reflex_and_with_the_expert_driving(capsys):
     assert ns["config"].action_scale == 0.8 and len(ns["path"]) == 80  # neither won nor fell in 40 steps
     assert f"action_scale 0.8, held below 0.9 (to 0.95) {ns['held']} steps: 0 of 2, 0 fell;" in out
     share = float(re.search(r"where (\d+)% of all steps lie", out)[1]) / 100
-    from walls import wall_gap
+    from walls import distance_to_walls
 
-    assert share == pytest.approx(np.mean(wall_gap(np.array(ns["path"]), ns["env"]) < 1.0), abs=0.005)
+    assert share == pytest.approx(np.mean(distance_to_walls(np.array(ns["path"]), ns["env"]) < 1.0), abs=0.005)
 
     ns, out = experiment("falls", ANT, 1, "--max-steps", 20, "--expert", EXPERT, capsys=capsys)
     assert "(the expert driving)" in out

@@ -17,7 +17,7 @@ from l3p.core.seeds import VALIDATION
 from l3p.sim.datasets import follow
 from l3p.sim.envs import goal_adapter
 from episodes import episode_parser, load, planner_episode
-from walls import wall_gap
+from walls import distance_to_walls
 
 ap = episode_parser()
 ap.add_argument("--seed", type=int, default=VALIDATION, help="episode i's seed is SEED + i")
@@ -61,9 +61,9 @@ for seed, task in model.episodes(env, a.episodes, a.seed):
         fell += 1
         tipped = [step.achieved for step in episode.steps if up(step.obs) < 0.8]
         tipping.append(tipped[0] if tipped else episode.steps[-1].next_achieved)
-near = wall_gap(np.array(tipping), env) < 1.0 if tipping else np.zeros(0, bool)
+near = distance_to_walls(np.array(tipping), env) < 1.0 if tipping else np.zeros(0, bool)
 hold = f", held below {hold_below} (to {hold_until}) {held} steps" if a.hold_below is not None else ""
 print(f"{a.bundle}{' (the expert driving)' if a.expert else ''}, seeds {a.seed} + i, d_max {config.d_max}, "
       f"action_scale {config.action_scale}{hold}: {wins} of {a.episodes}, "
       f"{fell} fell; {int(near.sum())} of the {fell} began to tip within 1 m of a wall, where "
-      f"{np.mean(wall_gap(np.array(path), env) < 1.0):.0%} of all steps lie")
+      f"{np.mean(distance_to_walls(np.array(path), env) < 1.0):.0%} of all steps lie")

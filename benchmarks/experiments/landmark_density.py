@@ -20,7 +20,7 @@ from l3p.training.commands import run_episodes
 from l3p.training.edges import data_graph
 from l3p.training.export import agent_from_checkpoint, export_bundle, gls_landmarks
 from episodes import load
-from walls import wall_gap
+from walls import distance_to_walls
 
 
 run, out, mode, param = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], float(sys.argv[4])
@@ -51,8 +51,8 @@ export_bundle(agent, out, provenance, force=True, planner_overrides=graph.planne
               edges=graph.manifest_edges())
 env = load(out).env(max_steps=10)
 env.reset(seed=0)
-gap = wall_gap(nodes, env)
-data_gap = wall_gap(goals[np.random.default_rng(1).integers(0, len(goals), 20000)], env)
+gap = distance_to_walls(nodes, env)
+data_gap = distance_to_walls(goals[np.random.default_rng(1).integers(0, len(goals), 20000)], env)
 print(f"{run} {mode} {param}: d_max {graph.d_max}, {int(graph.supported.sum())} edges; wall gap median "
       f"{np.median(gap):.2f} m, {np.mean(gap < 0.8):.1%} of landmarks within 0.8 m (the data's steps: median "
       f"{np.median(data_gap):.2f} m, {np.mean(data_gap < 0.8):.1%})")

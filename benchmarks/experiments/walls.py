@@ -11,7 +11,7 @@ def wall_boxes(env) -> tuple[np.ndarray, np.ndarray]:
     return walls[:, :2], walls[:, :2] + walls[:, 2:]
 
 
-def wall_gap(points: np.ndarray, env) -> np.ndarray:
+def distance_to_walls(points: np.ndarray, env) -> np.ndarray:
     """Each point's distance to the nearest wall cell."""
     low, high = wall_boxes(env)
     p = np.asarray(points)[:, None, :]
