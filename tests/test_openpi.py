@@ -423,7 +423,9 @@ def test_busy_openpi_port_is_refused_in_one_line():
 @pytest.fixture(scope="module")
 def secure_server(tls_dir, token_file):
     path, tokens = token_file
-    with LocalServer(ROOT / "models" / PUSH, extra_args=[
+    # On localhost, as the certificate names it: both its addresses held, so a robot dialling
+    # localhost (::1 first) never reaches another process that took ::1 on the same port.
+    with LocalServer(ROOT / "models" / PUSH, host="localhost", extra_args=[
             "--openpi-port", "0", "--tls-cert", str(tls_dir / "server.crt"), "--tls-key",
             str(tls_dir / "server.key"), "--auth-token-file", str(path),
             "--max-sessions-per-principal", "1"]) as served:

@@ -33,6 +33,7 @@ class Stats:
     resumes: int = 0
     bad_messages: int = 0
     stale_observations: int = 0  # stamped before the running episode's goal: dropped
+    end_requests: int = 0  # messages heard on topics.end_episode: l3p ros2 end tells its answer by it
     # The newest steps' times (bounded: a bridge runs for weeks): the gRPC round trips, and the
     # observation's callback -> the action published.
     step_latencies_s: deque[float] = dataclasses.field(default_factory=lambda: deque(maxlen=TIMED_STEPS))
@@ -46,7 +47,7 @@ class Stats:
 
         return {"episodes": self.episodes, "actions": self.actions, "holds": self.holds,
                 "resumes": self.resumes, "bad_messages": self.bad_messages,
-                "stale_observations": self.stale_observations,
+                "stale_observations": self.stale_observations, "end_requests": self.end_requests,
                 "grpc_step_ms": ms(self.step_latencies_s), "in_bridge_ms": ms(self.in_bridge_s),
                 "grpc_step_s": list(self.step_latencies_s)}
 

@@ -159,7 +159,9 @@ class RobotLoop:
 
     def _on_end_episode(self, _msg: Any) -> None:
         """A message on ``topics.end_episode``: the running episode ends, the robot is held, and the
-        bridge waits for a goal (the same goal sent again starts a new episode). The status says which."""
+        bridge waits for a goal (the same goal sent again starts a new episode). The status says which,
+        with the count of end requests heard (``end_requests``)."""
+        self.stats.end_requests += 1
         if self._goal is None:
             self.publish_status(message=END_NOTHING)
             return
@@ -415,6 +417,7 @@ class RobotLoop:
             "holds": self.stats.holds,
             "bad_messages": self.stats.bad_messages,
             "stale_observations": self.stats.stale_observations,
+            "end_requests": self.stats.end_requests,
             "server": "ok" if self._server_ok else "unavailable",
             "session": getattr(self.episode, "session_id", None) or "",
             "goal": self._goal_text,

@@ -74,7 +74,9 @@ def run_status(namespace: str, topic: str = "status", wait_s: float = 10.0, foll
 
 def run_end(namespace: str, topic: str = "end_episode", status: str = "status", wait_s: float = 10.0) -> int:
     """End the bridge's episode: an ``std_msgs/Empty`` on ``NS/TOPIC`` once the bridge hears it, then
-    the bridge's status answering it, printed (exit 1 if there was no episode to end)."""
+    the bridge's status answering it, printed (exit 1 if there was no episode to end). The answer is the
+    first status whose count of end requests passed the one heard before: a status the bridge sent
+    earlier (its heartbeat repeats the last message) is not taken for it."""
     from rclpy.qos import QoSProfile
     from std_msgs.msg import Empty
 
@@ -84,7 +86,7 @@ def run_end(namespace: str, topic: str = "end_episode", status: str = "status", 
     with _Listener("l3p_end", _name(namespace, status), wait_s) as listener:
         deadline = time.monotonic() + wait_s
         pub = listener.node.create_publisher(Empty, name, QoSProfile(depth=1))
-        listener.next(deadline, f"no status on {listener.status}")  # the bridge is there, its status heard
+        before = _end_requests(listener.next(deadline, f"no status on {listener.status}"))  # the bridge is there
         while pub.get_subscription_count() == 0:  # published before it is heard, the message would be lost
             if time.monotonic() > deadline:
                 raise NoBridge(f"nobody subscribes to {name} within {wait_s:g} s (topics.end_episode)")
@@ -93,6 +95,11 @@ def run_end(namespace: str, topic: str = "end_episode", status: str = "status", 
         pub.publish(Empty())
         while True:
             msg = listener.next(deadline, f"no answer on {listener.status} to {name}")
-            if msg.message.endswith((END_DONE, END_NOTHING)):
+            if _end_requests(msg) > before and msg.message.endswith((END_DONE, END_NOTHING)):
                 print(f"{namespace or '/'}: {msg.message}", flush=True)
                 return 0 if msg.message.endswith(END_DONE) else 1
+
+
+def _end_requests(msg: Any) -> int:
+    """The bridge's count of end requests heard, from its status values."""
+    return next((int(kv.value) for kv in msg.values if kv.key == "end_requests"), 0)
